@@ -1,0 +1,144 @@
+#include "generate/generate.h"
+
+#include <chrono>
+
+#include "kv/contiguous_kv_cache.h"
+
+namespace kvlm {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+int32_t argmax(std::span<const float> logits) {
+  int32_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i)
+    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
+  return best;
+}
+
+Status validate_request(const Model& model, const std::vector<std::vector<int32_t>>& prompts,
+                        int max_new_tokens) {
+  const ModelConfig& c = model.config();
+  if (prompts.empty()) return Status::error("no prompts given");
+  if (max_new_tokens < 1)
+    return Status::error("--max-new must be at least 1, found " + std::to_string(max_new_tokens));
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    const std::string which = "prompt " + std::to_string(s + 1);
+    if (prompts[s].empty()) return Status::error(which + " is empty: give at least one token");
+    for (int32_t id : prompts[s])
+      if (id < 0 || id >= c.n_vocab)
+        return Status::error(which + ": token id " + std::to_string(id) +
+                             " is outside the vocabulary [0, " + std::to_string(c.n_vocab) + ")");
+    // The last new token is never fed back, so the model sees prompt + max_new - 1 positions.
+    const int64_t needed = static_cast<int64_t>(prompts[s].size()) + max_new_tokens - 1;
+    if (needed > c.n_ctx)
+      return Status::error(which + ": " + std::to_string(prompts[s].size()) + " tokens + " +
+                           std::to_string(max_new_tokens) + " new tokens need " +
+                           std::to_string(needed) + " positions, beyond the context length " +
+                           std::to_string(c.n_ctx));
+  }
+  return Status::ok();
+}
+
+Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int32_t>>& prompts,
+                                const GenerateOptions& options, const Parallel& par) {
+  KVLM_RETURN_IF_ERROR(validate_request(model, prompts, options.max_new_tokens));
+  const ModelConfig& c = model.config();
+  const int n_seq = static_cast<int>(prompts.size());
+  const size_t V = c.n_vocab;
+  TokenSelector select = options.select;
+  if (!select) select = [](int, std::span<const float> logits) { return argmax(logits); };
+
+  // One cache for the whole run, each sequence sized for prompt + max_new - 1 positions.
+  std::vector<int> capacities;
+  GenerateResult result;
+  for (const auto& p : prompts) {
+    capacities.push_back(static_cast<int>(p.size()) + options.max_new_tokens - 1);
+    result.stats.prompt_tokens += static_cast<int64_t>(p.size());
+    result.stats.kv_bytes_formula += c.kv_bytes_per_token(sizeof(float)) * capacities.back();
+  }
+  ContiguousKvCache cache(c.n_layer, c.kv_dim(), capacities);
+  result.stats.kv_bytes_allocated = options.use_cache ? cache.allocated_bytes() : 0;
+  if (!options.use_cache) result.stats.kv_bytes_formula = 0;
+
+  std::vector<std::vector<int32_t>> sequences = prompts;  // prompt + generated so far
+  result.tokens.assign(n_seq, {});
+  std::vector<bool> done(n_seq, false);
+  std::vector<float> logits;
+  std::vector<SequenceChunk> chunks;
+  std::vector<int> chunk_seq;
+  for (int step = 0; step < options.max_new_tokens; ++step) {
+    const auto start = std::chrono::steady_clock::now();
+    chunks.clear();
+    chunk_seq.clear();
+    for (int s = 0; s < n_seq; ++s) {
+      if (done[s]) continue;  // finished sequences stop costing compute
+      const auto& tokens = sequences[s];
+      SequenceChunk chunk{s, 0, tokens};
+      if (options.use_cache && step > 0) {  // decode: only the newest token
+        chunk.start_pos = static_cast<int>(tokens.size()) - 1;
+        chunk.tokens = std::span<const int32_t>(tokens).last(1);
+      }
+      result.stats.rows_computed += static_cast<int64_t>(chunk.tokens.size());
+      chunks.push_back(chunk);
+      chunk_seq.push_back(s);
+    }
+    if (chunks.empty()) break;
+    logits.resize(chunks.size() * V);
+    KVLM_RETURN_IF_ERROR(model.forward(logits.data(), chunks, cache, par));
+    for (size_t k = 0; k < chunks.size(); ++k) {
+      const int s = chunk_seq[k];
+      std::span<const float> row(logits.data() + k * V, V);
+      if (options.observe) options.observe(step, s, row);
+      const int32_t next = select(s, row);
+      result.tokens[s].push_back(next);
+      sequences[s].push_back(next);
+      ++result.stats.generated_tokens;
+      if (options.stop && options.stop(s, next)) done[s] = true;
+    }
+    (step == 0 ? result.stats.prefill_seconds : result.stats.decode_seconds) +=
+        seconds_since(start);
+  }
+  return result;
+}
+
+Result<std::vector<std::vector<float>>> last_logits(
+    Model& model, const std::vector<std::vector<int32_t>>& prompts, bool use_cache,
+    const Parallel& par) {
+  KVLM_RETURN_IF_ERROR(validate_request(model, prompts, 1));
+  const ModelConfig& c = model.config();
+  std::vector<int> capacities;
+  for (const auto& p : prompts) capacities.push_back(static_cast<int>(p.size()));
+  ContiguousKvCache cache(c.n_layer, c.kv_dim(), capacities);
+  std::vector<SequenceChunk> chunks;
+  if (use_cache) {  // prefill all but the last token of prompts longer than one
+    for (size_t s = 0; s < prompts.size(); ++s)
+      if (prompts[s].size() > 1)
+        chunks.push_back({static_cast<int>(s), 0,
+                          std::span<const int32_t>(prompts[s]).first(prompts[s].size() - 1)});
+    if (!chunks.empty()) {
+      std::vector<float> ignored(chunks.size() * c.n_vocab);
+      KVLM_RETURN_IF_ERROR(model.forward(ignored.data(), chunks, cache, par));
+    }
+    chunks.clear();
+    for (size_t s = 0; s < prompts.size(); ++s)
+      chunks.push_back({static_cast<int>(s), static_cast<int>(prompts[s].size()) - 1,
+                        std::span<const int32_t>(prompts[s]).last(1)});
+  } else {
+    for (size_t s = 0; s < prompts.size(); ++s)
+      chunks.push_back({static_cast<int>(s), 0, prompts[s]});
+  }
+  std::vector<float> logits(chunks.size() * c.n_vocab);
+  KVLM_RETURN_IF_ERROR(model.forward(logits.data(), chunks, cache, par));
+  std::vector<std::vector<float>> out;
+  for (size_t s = 0; s < prompts.size(); ++s)
+    out.emplace_back(logits.begin() + s * c.n_vocab, logits.begin() + (s + 1) * c.n_vocab);
+  return out;
+}
+
+}  // namespace kvlm

@@ -1,0 +1,68 @@
+// The generation loop: prefill fills the cache with each prompt's keys and values and yields
+// the first new token; decode then feeds one token per sequence and attends over the cache.
+// The uncached mode recomputes every sequence from its first token at every step (the
+// baseline the cache is checked and measured against).
+//
+// Sequences are ragged: each keeps its own positions 0..n-1 in the cache, which is what left
+// padding with an attention mask and position ids max(cumsum(mask) - 1, 0) compute, without
+// storing or attending to pad positions at all.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "kvlm/status.h"
+#include "model/model.h"
+
+namespace kvlm {
+
+// Chooses the next token of sequence `seq` from its last-position logits [n_vocab].
+using TokenSelector = std::function<int32_t(int seq, std::span<const float> logits)>;
+// Sees each sequence's logits at each step (step 0 = after prefill). For tests and --logprobs.
+using LogitsObserver = std::function<void(int step, int seq, std::span<const float> logits)>;
+// Called with each new token; returns true when the sequence should stop (it is kept).
+using StopCondition = std::function<bool(int seq, int32_t token)>;
+
+struct GenerateOptions {
+  int max_new_tokens = 20;
+  bool use_cache = true;
+  TokenSelector select;    // default: greedy argmax, ties to the lowest id
+  LogitsObserver observe;  // optional
+  StopCondition stop;      // optional; default: only max_new_tokens stops
+};
+
+struct GenerateStats {
+  double prefill_seconds = 0;  // cached mode: the prompt pass (uncached: the first step)
+  double decode_seconds = 0;   // all later steps
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+  int64_t rows_computed = 0;       // token positions run through the model, all sequences
+  int64_t kv_bytes_formula = 0;    // 2 * n_layer * n_kv_head * head_dim * tokens * 4, summed
+  int64_t kv_bytes_allocated = 0;  // what the cache really allocated
+};
+
+struct GenerateResult {
+  std::vector<std::vector<int32_t>> tokens;  // new tokens of each sequence
+  GenerateStats stats;
+};
+
+// Index of the largest logit; ties go to the lowest id.
+int32_t argmax(std::span<const float> logits);
+
+// Checks prompts before any work: non-empty, ids in the vocabulary, prompt + new tokens within
+// the context length, max_new_tokens >= 1.
+Status validate_request(const Model& model, const std::vector<std::vector<int32_t>>& prompts,
+                        int max_new_tokens);
+
+Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int32_t>>& prompts,
+                                const GenerateOptions& options, const Parallel& par);
+
+// Last-position logits [n_prompts][n_vocab] of each prompt. Cached: the prompt minus its last
+// token is prefilled and the last token decoded against the cache; uncached: one full pass.
+Result<std::vector<std::vector<float>>> last_logits(
+    Model& model, const std::vector<std::vector<int32_t>>& prompts, bool use_cache,
+    const Parallel& par);
+
+}  // namespace kvlm

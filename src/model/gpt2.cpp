@@ -1,0 +1,204 @@
+#include "model/gpt2.h"
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/layernorm.h"
+#include "ops/matmul.h"
+#include "util/mapped_file.h"
+
+namespace kvlm {
+
+namespace {
+
+// Hugging Face saves GPT2Model tensors bare ("h.0.ln_1.weight") and GPT2LMHeadModel ones
+// under "transformer." ("transformer.h.0.ln_1.weight"); fine-tunes use either.
+const std::vector<std::string> kPrefixes = {"", "transformer."};
+
+void ensure_size(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Gpt2Model>> load_gpt2(const std::string& dir, const LoadOptions& options) {
+  const std::string config_path = dir + "/config.json";
+  auto text = read_text_file(config_path);
+  if (!text) return text.status();
+  auto config = parse_gpt2_config(text.value(), config_path);
+  if (!config) return config.status();
+  auto checkpoint = Checkpoint::open_folder(dir);
+  if (!checkpoint) return checkpoint.status();
+  return Gpt2Model::create(config.value(), std::move(checkpoint.value()), options);
+}
+
+Result<std::unique_ptr<Gpt2Model>> Gpt2Model::create(ModelConfig config, Checkpoint checkpoint,
+                                                     const LoadOptions& options) {
+  std::unique_ptr<Gpt2Model> model(new Gpt2Model(config, std::move(checkpoint)));
+  KVLM_RETURN_IF_ERROR(model->bind(options));
+  return model;
+}
+
+Status Gpt2Model::bind(const LoadOptions& options) {
+  const int64_t C = config_.n_embd, V = config_.n_vocab, F = config_.n_ff;
+  const auto convert = options.convert_weights;
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, WeightLayout layout,
+                    WeightMatrix* out) -> Status {
+    auto m = checkpoint_.matrix(name, kPrefixes, static_cast<int>(rows), static_cast<int>(cols),
+                                layout, convert, &owned_);
+    if (!m) return m.status();
+    *out = m.value();
+    return Status::ok();
+  };
+  auto vec = [&](const std::string& name, std::vector<int64_t> shape, const float** out) {
+    auto v = checkpoint_.vector_f32(name, kPrefixes, shape, &owned_);
+    if (!v) return v.status();
+    *out = v.value();
+    return Status::ok();
+  };
+  Gpt2Weights& w = weights_;
+  KVLM_RETURN_IF_ERROR(matrix("wte.weight", V, C, WeightLayout::kOutIn, &w.wte));
+  KVLM_RETURN_IF_ERROR(vec("wpe.weight", {config_.n_ctx, C}, &w.wpe));
+  w.layers.resize(config_.n_layer);
+  for (int l = 0; l < config_.n_layer; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    Gpt2Layer& L = w.layers[l];
+    KVLM_RETURN_IF_ERROR(vec(p + "ln_1.weight", {C}, &L.ln_1_weight));
+    KVLM_RETURN_IF_ERROR(vec(p + "ln_1.bias", {C}, &L.ln_1_bias));
+    KVLM_RETURN_IF_ERROR(matrix(p + "attn.c_attn.weight", C, 3 * C, WeightLayout::kInOut,
+                                &L.c_attn));
+    KVLM_RETURN_IF_ERROR(vec(p + "attn.c_attn.bias", {3 * C}, &L.c_attn_bias));
+    KVLM_RETURN_IF_ERROR(
+        matrix(p + "attn.c_proj.weight", C, C, WeightLayout::kInOut, &L.attn_c_proj));
+    KVLM_RETURN_IF_ERROR(vec(p + "attn.c_proj.bias", {C}, &L.attn_c_proj_bias));
+    KVLM_RETURN_IF_ERROR(vec(p + "ln_2.weight", {C}, &L.ln_2_weight));
+    KVLM_RETURN_IF_ERROR(vec(p + "ln_2.bias", {C}, &L.ln_2_bias));
+    KVLM_RETURN_IF_ERROR(matrix(p + "mlp.c_fc.weight", C, F, WeightLayout::kInOut, &L.c_fc));
+    KVLM_RETURN_IF_ERROR(vec(p + "mlp.c_fc.bias", {F}, &L.c_fc_bias));
+    KVLM_RETURN_IF_ERROR(
+        matrix(p + "mlp.c_proj.weight", F, C, WeightLayout::kInOut, &L.mlp_c_proj));
+    KVLM_RETURN_IF_ERROR(vec(p + "mlp.c_proj.bias", {C}, &L.mlp_c_proj_bias));
+  }
+  KVLM_RETURN_IF_ERROR(vec("ln_f.weight", {C}, &w.ln_f_weight));
+  KVLM_RETURN_IF_ERROR(vec("ln_f.bias", {C}, &w.ln_f_bias));
+  // lm_head.weight sits at the top level, outside "transformer.". Tied checkpoints omit it.
+  if (checkpoint_.find("lm_head.weight")) {
+    KVLM_RETURN_IF_ERROR(matrix("lm_head.weight", V, C, WeightLayout::kOutIn, &w.lm_head));
+    config_.tied_embeddings = false;
+  } else {
+    w.lm_head = w.wte;
+    config_.tied_embeddings = true;
+  }
+  return Status::ok();
+}
+
+size_t Gpt2Model::weight_bytes() const {
+  const int64_t C = config_.n_embd;
+  size_t bytes = weights_.wte.n_bytes();  // read once as the output head
+  if (!config_.tied_embeddings) bytes += weights_.lm_head.n_bytes();
+  for (const Gpt2Layer& L : weights_.layers) {
+    bytes += L.c_attn.n_bytes() + L.attn_c_proj.n_bytes() + L.c_fc.n_bytes() +
+             L.mlp_c_proj.n_bytes();
+    bytes += sizeof(float) * (4 * C + 3 * C + C + config_.n_ff + C);  // norms and biases
+  }
+  return bytes;
+}
+
+// Causal self-attention for every new row: write its K and V into the cache, then attend
+// over the sequence's positions [0, pos], reading them all back from the cache. Prefill and
+// decode run exactly this code, which is what makes cached and uncached logits identical.
+void Gpt2Model::attention_block(int layer, std::span<const SequenceChunk> chunks, KvCache& cache,
+                                const Parallel& par) {
+  const int C = config_.n_embd;
+  const int kv_dim = config_.kv_dim();
+  struct Row {
+    int seq, pos;
+  };
+  std::vector<Row> rows;
+  for (const SequenceChunk& c : chunks)
+    for (size_t t = 0; t < c.tokens.size(); ++t)
+      rows.push_back({c.seq, c.start_pos + static_cast<int>(t)});
+  const int n_rows = static_cast<int>(rows.size());
+  for (int r = 0; r < n_rows; ++r) {
+    const float* qkv = state_.qkv.data() + static_cast<size_t>(r) * 3 * C;
+    std::copy(qkv + C, qkv + C + kv_dim, cache.key_row(rows[r].seq, layer, rows[r].pos));
+    std::copy(qkv + 2 * C, qkv + 2 * C + kv_dim, cache.value_row(rows[r].seq, layer, rows[r].pos));
+  }
+#pragma omp parallel num_threads(par.n_threads)
+  {
+    std::vector<KvRun> runs;
+    float* scratch = state_.scratch.data() + static_cast<size_t>(omp_get_thread_num()) * config_.n_ctx;
+#pragma omp for schedule(static)
+    for (int r = 0; r < n_rows; ++r) {
+      runs.clear();
+      cache.runs(rows[r].seq, layer, rows[r].pos + 1, &runs);
+      attention_forward(state_.att.data() + static_cast<size_t>(r) * C,
+                        state_.qkv.data() + static_cast<size_t>(r) * 3 * C, runs, scratch,
+                        config_.n_head, config_.n_kv_head, config_.head_dim);
+    }
+  }
+}
+
+Status Gpt2Model::forward(float* logits, std::span<const SequenceChunk> chunks, KvCache& cache,
+                          const Parallel& par) {
+  KVLM_RETURN_IF_ERROR(validate_chunks(chunks, config_));
+  for (const SequenceChunk& c : chunks)
+    KVLM_RETURN_IF_ERROR(cache.reserve(c.seq, c.start_pos + static_cast<int>(c.tokens.size())));
+  const int C = config_.n_embd, F = config_.n_ff;
+  int n_rows = 0;
+  for (const SequenceChunk& c : chunks) n_rows += static_cast<int>(c.tokens.size());
+  const size_t T = n_rows;
+  ensure_size(state_.x, T * C);
+  ensure_size(state_.xn, T * C);
+  ensure_size(state_.qkv, T * 3 * C);
+  ensure_size(state_.att, T * C);
+  ensure_size(state_.ff, T * F);
+  ensure_size(state_.proj, T * C);
+  ensure_size(state_.last, chunks.size() * C);
+  ensure_size(state_.scratch, static_cast<size_t>(std::max(par.n_threads, 1)) * config_.n_ctx);
+  const Gpt2Weights& w = weights_;
+
+  // x [T, C] = wte[token] + wpe[position]
+  size_t r = 0;
+  for (const SequenceChunk& c : chunks) {
+    for (size_t t = 0; t < c.tokens.size(); ++t, ++r) {
+      float* x = state_.x.data() + r * C;
+      const float* pe = w.wpe + static_cast<size_t>(c.start_pos + t) * C;
+      const size_t te = static_cast<size_t>(c.tokens[t]) * C;
+      for (int i = 0; i < C; ++i) x[i] = load_as_f32(w.wte.data, w.wte.dtype, te + i) + pe[i];
+    }
+  }
+  float* x = state_.x.data();
+  for (int l = 0; l < config_.n_layer; ++l) {
+    const Gpt2Layer& L = w.layers[l];
+    // x = x + c_proj(attention(ln_1(x)))
+    layernorm_forward(state_.xn.data(), x, L.ln_1_weight, L.ln_1_bias, n_rows, C, config_.norm_eps);
+    matmul_forward(state_.qkv.data(), state_.xn.data(), L.c_attn, L.c_attn_bias, n_rows, par);
+    attention_block(l, chunks, cache, par);
+    matmul_forward(state_.proj.data(), state_.att.data(), L.attn_c_proj, L.attn_c_proj_bias,
+                   n_rows, par);
+    for (size_t i = 0; i < T * C; ++i) x[i] += state_.proj[i];
+    // x = x + c_proj(gelu(c_fc(ln_2(x))))
+    layernorm_forward(state_.xn.data(), x, L.ln_2_weight, L.ln_2_bias, n_rows, C, config_.norm_eps);
+    matmul_forward(state_.ff.data(), state_.xn.data(), L.c_fc, L.c_fc_bias, n_rows, par);
+    gelu_forward(state_.ff.data(), T * F);
+    matmul_forward(state_.proj.data(), state_.ff.data(), L.mlp_c_proj, L.mlp_c_proj_bias, n_rows,
+                   par);
+    for (size_t i = 0; i < T * C; ++i) x[i] += state_.proj[i];
+  }
+  // Only each chunk's last position needs logits: ln_f and the output head run on those rows.
+  r = 0;
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    r += chunks[k].tokens.size();
+    layernorm_forward(state_.last.data() + k * C, x + (r - 1) * C, w.ln_f_weight, w.ln_f_bias, 1,
+                      C, config_.norm_eps);
+  }
+  matmul_forward(logits, state_.last.data(), w.lm_head, nullptr, static_cast<int>(chunks.size()),
+                 par);
+  return Status::ok();
+}
+
+}  // namespace kvlm

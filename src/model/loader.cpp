@@ -1,0 +1,37 @@
+#include "model/loader.h"
+
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+
+#include "util/mapped_file.h"
+
+namespace kvlm {
+
+Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOptions& options) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return Status::error(path + ": no such file or folder");
+  if (!S_ISDIR(st.st_mode))
+    return Status::error(path + ": expected a model folder holding config.json and "
+                                "model.safetensors");
+  const std::string config_path = path + "/config.json";
+  auto text = read_text_file(config_path);
+  if (!text) return text.status();
+  std::string model_type = "gpt2";  // GPT-2 configs predate the field in some fine-tunes
+  try {
+    const auto j = nlohmann::json::parse(text.value());
+    if (j.is_object() && j.contains("model_type") && j["model_type"].is_string())
+      model_type = j["model_type"].get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    return Status::error(config_path + ": not valid JSON: " + e.what());
+  }
+  if (model_type == "gpt2") {
+    auto model = load_gpt2(path, options);
+    if (!model) return model.status();
+    return std::unique_ptr<Model>(std::move(model.value()));
+  }
+  return Status::error(config_path + ": model_type \"" + model_type +
+                       "\" is not supported (supported: gpt2)");
+}
+
+}  // namespace kvlm

@@ -1,0 +1,11 @@
+// Elementwise activations.
+#pragma once
+
+#include <cstddef>
+
+namespace kvlm {
+
+// GPT-2's gelu_new (tanh form): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in place.
+void gelu_forward(float* x, size_t n);
+
+}  // namespace kvlm

@@ -1,0 +1,29 @@
+// Causal attention of one query row over a sequence's cached keys and values.
+//
+// The cache may hold a sequence's positions in one contiguous run (contiguous cache) or in
+// several runs (one per block of a paged cache); the kernel walks the runs in position order,
+// and its reduction over positions is sequential, so how the positions are split into runs
+// never changes a bit of the result. Prefill and decode call the same function, which is why
+// cached and uncached logits are identical.
+//
+// Dimension letters: H = n_head query heads, G = n_kv_head key/value heads (each serves
+// H / G query heads), D = head_dim, P = positions attended (the query's own included).
+#pragma once
+
+#include <span>
+
+namespace kvlm {
+
+// A run of consecutive cached positions: rows of [G * D] floats, row stride G * D.
+struct KvRun {
+  const float* k = nullptr;  // [n_positions, G * D]
+  const float* v = nullptr;  // [n_positions, G * D]
+  int n_positions = 0;
+};
+
+// out [H * D] = softmax(q k^T / sqrt(D)) v for every head, over all positions of `runs`.
+// scratch must hold P floats. Heads are independent; positions are reduced in order.
+void attention_forward(float* out, const float* q, std::span<const KvRun> runs, float* scratch,
+                       int n_head, int n_kv_head, int head_dim);
+
+}  // namespace kvlm

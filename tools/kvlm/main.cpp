@@ -1,0 +1,28 @@
+// kvlm: command-line front end. Parses the subcommand and its flags (CLI11) and runs it;
+// every error from the library arrives here as a Status and becomes a message on standard
+// error and a non-zero exit.
+#include <cstdio>
+#include <exception>
+
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "kvlm: transformer inference built around its KV cache (GPT-2 from Hugging Face folders).\n"
+      "Run 'kvlm CMD --help' for a command's flags."};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  kvlm::cli::add_demo_command(app, &exit_code);
+  kvlm::cli::add_generate_command(app, &exit_code);
+  kvlm::cli::add_logits_command(app, &exit_code);
+  kvlm::cli::add_kv_size_command(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvlm: error: %s\n", e.what());
+    return 1;
+  }
+  return exit_code;
+}
