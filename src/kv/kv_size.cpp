@@ -1,0 +1,619 @@
+// kv_size: config.json -> KvGeometry -> bytes. See kv_size.h for the formula.
+#include "kv/kv_size.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace kvlm::kv {
+namespace {
+
+using json = nlohmann::json;
+
+// ---- dtype ----------------------------------------------------------------------------------
+
+struct DtypeName {
+  const char* name;
+  KvDtype dtype;
+};
+
+// The first spelling of each dtype is its canonical name.
+constexpr DtypeName kDtypeNames[] = {
+    {"f32", KvDtype::f32},   {"float32", KvDtype::f32},  {"fp32", KvDtype::f32},
+    {"f16", KvDtype::f16},   {"float16", KvDtype::f16},  {"fp16", KvDtype::f16},
+    {"half", KvDtype::f16},  {"bf16", KvDtype::bf16},    {"bfloat16", KvDtype::bf16},
+    {"fp8", KvDtype::fp8},   {"fp8_e4m3", KvDtype::fp8}, {"fp8_e5m2", KvDtype::fp8},
+    {"int8", KvDtype::int8},
+};
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// ---- checked arithmetic ---------------------------------------------------------------------
+
+// Multiplies into *acc; false when the product does not fit in 64 bits.
+bool mul_into(std::uint64_t* acc, std::uint64_t factor) {
+  return !__builtin_mul_overflow(*acc, factor, acc);
+}
+
+std::uint64_t u(std::int64_t v) {
+  return static_cast<std::uint64_t>(v);
+}
+
+// ---- config.json field reading --------------------------------------------------------------
+
+// Reads fields of one config object, naming the source, the layout and the fields that layout
+// needs in every error.
+class FieldReader {
+ public:
+  FieldReader(const json& obj, std::string_view source, std::string layout, std::string needs)
+      : obj_(obj), source_(source), layout_(std::move(layout)), needs_(std::move(needs)) {}
+
+  bool has(const char* key) const { return obj_.contains(key) && !obj_.at(key).is_null(); }
+
+  // A required integer > 0.
+  Result<std::int64_t> positive(const char* key) const {
+    if (!has(key)) {
+      return Status::error(std::string(source_) + ": field '" + key + "' is missing; " + layout_ +
+                           " configs need " + needs_);
+    }
+    return check_positive(key);
+  }
+
+  // An optional integer > 0; `fallback` when absent or null.
+  Result<std::int64_t> positive_or(const char* key, std::int64_t fallback) const {
+    if (!has(key)) return fallback;
+    return check_positive(key);
+  }
+
+  // An optional integer >= 0; `fallback` when absent or null.
+  Result<std::int64_t> non_negative_or(const char* key, std::int64_t fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = obj_.at(key);
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0) {
+      return Status::error(std::string(source_) + ": field '" + key +
+                           "' must be an integer >= 0 (or null), found " + v.dump());
+    }
+    return v.get<std::int64_t>();
+  }
+
+  Result<bool> boolean_or(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = obj_.at(key);
+    if (!v.is_boolean()) {
+      return Status::error(std::string(source_) + ": field '" + key +
+                           "' must be true or false, found " + v.dump());
+    }
+    return v.get<bool>();
+  }
+
+  std::string string_or(const char* key, std::string fallback) const {
+    return has(key) && obj_.at(key).is_string() ? obj_.at(key).get<std::string>() : fallback;
+  }
+
+  // A list of non-negative integers (layer indices); empty when absent.
+  Result<std::set<std::int64_t>> index_set(const char* key) const {
+    std::set<std::int64_t> out;
+    if (!has(key)) return out;
+    const json& v = obj_.at(key);
+    bool ok = v.is_array();
+    if (ok) {
+      for (const json& e : v) {
+        if (!e.is_number_integer() || e.get<std::int64_t>() < 0) ok = false;
+        if (ok) out.insert(e.get<std::int64_t>());
+      }
+    }
+    if (!ok) {
+      return Status::error(std::string(source_) + ": field '" + key +
+                           "' must be a list of layer indices, found " + v.dump());
+    }
+    return out;
+  }
+
+  Status error(const std::string& what) const {
+    return Status::error(std::string(source_) + ": " + what);
+  }
+
+ private:
+  Result<std::int64_t> check_positive(const char* key) const {
+    const json& v = obj_.at(key);
+    if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) {
+      return Status::error(std::string(source_) + ": field '" + key +
+                           "' must be a positive integer, found " + v.dump());
+    }
+    return v.get<std::int64_t>();
+  }
+
+  const json& obj_;
+  std::string_view source_;
+  std::string layout_;
+  std::string needs_;
+};
+
+// Unwraps a Result into `var`, returning its error from the enclosing function.
+#define KVLM_ASSIGN(var, expr)                             \
+  auto var##_result = (expr);                              \
+  if (!var##_result.is_ok()) return var##_result.status(); \
+  auto var = std::move(var##_result).value()
+
+// The checkpoint's dtype from torch_dtype (or "dtype", its newer name), overridden by an fp8
+// quantization_config: DeepSeek V3 says torch_dtype bfloat16 but ships fp8 linear weights.
+std::string checkpoint_dtype_of(const FieldReader& root) {
+  std::string name = lower(root.string_or("torch_dtype", root.string_or("dtype", "")));
+  if (name == "float32") return "f32";
+  if (name == "float16") return "f16";
+  if (name == "bfloat16") return "bf16";
+  return "";
+}
+
+// ---- GPT-2 ----------------------------------------------------------------------------------
+
+Result<KvGeometry> parse_gpt2(const FieldReader& f) {
+  KvGeometry g;
+  KVLM_ASSIGN(n_layer, f.positive("n_layer"));
+  KVLM_ASSIGN(n_head, f.positive("n_head"));
+  KVLM_ASSIGN(n_embd, f.positive("n_embd"));
+  if (n_embd % n_head != 0) {
+    return f.error("n_embd (" + std::to_string(n_embd) + ") is not a multiple of n_head (" +
+                   std::to_string(n_head) + ")");
+  }
+  g.n_layer = n_layer;
+  g.n_head = n_head;
+  g.n_kv_head = n_head;  // GPT-2 is plain multi-head attention
+  g.head_dim = n_embd / n_head;
+  KVLM_ASSIGN(n_positions, f.positive_or("n_positions", 0));
+  KVLM_ASSIGN(n_ctx, f.positive_or("n_ctx", n_positions));
+  g.n_ctx = n_positions > 0 ? n_positions : n_ctx;
+
+  KVLM_ASSIGN(n_inner, f.positive_or("n_inner", 4 * n_embd));  // null means 4 * n_embd
+  KVLM_ASSIGN(vocab, f.positive_or("vocab_size", 0));
+  if (vocab == 0 || g.n_ctx == 0) {
+    g.weights_note = "config has no vocab_size or n_positions, so the weights are not counted";
+    return g;
+  }
+  // Per block: ln_1, c_attn (C -> 3C, with bias), attn c_proj (C -> C), ln_2,
+  // mlp c_fc (C -> n_inner), mlp c_proj (n_inner -> C). The LM head is tied to wte.
+  const std::uint64_t C = u(n_embd), F = u(n_inner);
+  const std::uint64_t block =
+      2 * C + (C * 3 * C + 3 * C) + (C * C + C) + 2 * C + (C * F + F) + (F * C + C);
+  g.n_params = u(vocab) * C + u(g.n_ctx) * C + u(n_layer) * block + 2 * C;  // + ln_f
+  return g;
+}
+
+// ---- Llama / Mistral / Qwen / Mixtral -------------------------------------------------------
+
+// Parameters of one Llama-style layer's MLP (gated: gate, up, down) of width `inner`.
+std::uint64_t gated_mlp(std::uint64_t H, std::uint64_t inner) {
+  return 3 * H * inner;
+}
+
+Result<KvGeometry> parse_llama(const FieldReader& f, const std::string& model_type) {
+  KvGeometry g;
+  KVLM_ASSIGN(n_layer, f.positive("num_hidden_layers"));
+  KVLM_ASSIGN(n_head, f.positive("num_attention_heads"));
+  KVLM_ASSIGN(n_kv_head, f.positive_or("num_key_value_heads", n_head));  // absent: plain MHA
+  KVLM_ASSIGN(hidden, f.positive_or("hidden_size", 0));
+  if (n_head % n_kv_head != 0) {
+    return f.error("num_attention_heads (" + std::to_string(n_head) +
+                   ") is not a multiple of num_key_value_heads (" + std::to_string(n_kv_head) +
+                   ")");
+  }
+  std::int64_t head_dim = 0;
+  if (f.has("head_dim")) {
+    KVLM_ASSIGN(hd, f.positive("head_dim"));
+    head_dim = hd;
+  } else {
+    KVLM_ASSIGN(h, f.positive("hidden_size"));  // errors with the layout's needs when absent
+    if (h % n_head != 0) {
+      return f.error("hidden_size (" + std::to_string(h) +
+                     ") is not a multiple of num_attention_heads (" + std::to_string(n_head) +
+                     ") and there is no head_dim");
+    }
+    head_dim = h / n_head;
+  }
+  g.n_layer = n_layer;
+  g.n_head = n_head;
+  g.n_kv_head = n_kv_head;
+  g.head_dim = head_dim;
+  KVLM_ASSIGN(use_window, f.boolean_or("use_sliding_window", true));  // Qwen2 sets it false
+  KVLM_ASSIGN(window, f.non_negative_or("sliding_window", 0));
+  g.sliding_window = use_window ? window : 0;
+  KVLM_ASSIGN(n_ctx, f.positive_or("max_position_embeddings", 0));
+  g.n_ctx = n_ctx;
+
+  KVLM_ASSIGN(vocab, f.positive_or("vocab_size", 0));
+  KVLM_ASSIGN(inter, f.positive_or("intermediate_size", 0));
+  if (vocab == 0 || inter == 0 || hidden == 0) {
+    g.weights_note =
+        "config has no vocab_size, intermediate_size or hidden_size, so the weights are not "
+        "counted";
+    return g;
+  }
+  KVLM_ASSIGN(tied, f.boolean_or("tie_word_embeddings", false));  // LlamaConfig's default
+  KVLM_ASSIGN(attn_bias, f.boolean_or("attention_bias", false));
+  KVLM_ASSIGN(mlp_bias, f.boolean_or("mlp_bias", false));
+  // Mixtral: every layer has num_local_experts experts of intermediate_size.
+  KVLM_ASSIGN(local_experts, f.positive_or("num_local_experts", 0));
+  // Qwen2/Qwen3 MoE: num_experts of moe_intermediate_size on every decoder_sparse_step-th
+  // layer not listed in mlp_only_layers, plus an optional shared expert with a sigmoid gate.
+  KVLM_ASSIGN(experts, f.positive_or("num_experts", 0));
+  KVLM_ASSIGN(moe_inter, f.positive_or("moe_intermediate_size", inter));
+  KVLM_ASSIGN(shared_inter, f.non_negative_or("shared_expert_intermediate_size", 0));
+  KVLM_ASSIGN(sparse_step, f.positive_or("decoder_sparse_step", 1));
+  KVLM_ASSIGN(dense_layers, f.index_set("mlp_only_layers"));
+
+  const std::uint64_t H = u(hidden), Q = u(n_head * head_dim), KV = u(n_kv_head * head_dim);
+  std::uint64_t attn = H * Q + 2 * H * KV + Q * H;                 // q, k, v, o projections
+  if (attn_bias) attn += Q + 2 * KV + H;                           // Llama: bias on q, k, v and o
+  if (model_type.rfind("qwen2", 0) == 0) attn += Q + 2 * KV;       // Qwen2: q, k, v always biased
+  if (model_type.rfind("qwen3", 0) == 0) attn += 2 * u(head_dim);  // q_norm, k_norm
+  const std::uint64_t dense_mlp = gated_mlp(H, u(inter)) + (mlp_bias ? 2 * u(inter) + H : 0);
+
+  std::uint64_t params = u(vocab) * H * (tied ? 1 : 2) + H;  // embeddings, lm_head, final norm
+  for (std::int64_t layer = 0; layer < n_layer; ++layer) {
+    std::uint64_t mlp = dense_mlp;
+    if (local_experts > 0) {
+      mlp = H * u(local_experts) + u(local_experts) * gated_mlp(H, u(inter));
+    } else if (experts > 0 && !dense_layers.count(layer) && (layer + 1) % sparse_step == 0) {
+      mlp = H * u(experts) + u(experts) * gated_mlp(H, u(moe_inter));
+      if (shared_inter > 0) mlp += gated_mlp(H, u(shared_inter)) + H;
+    }
+    params += attn + mlp + 2 * H;  // + input and post-attention norms
+  }
+  g.n_params = params;
+  return g;
+}
+
+// ---- DeepSeek V2/V3 (multi-head latent attention) -------------------------------------------
+
+Result<KvGeometry> parse_mla(const FieldReader& f) {
+  KvGeometry g;
+  g.mla = true;
+  KVLM_ASSIGN(n_layer, f.positive("num_hidden_layers"));
+  KVLM_ASSIGN(n_head, f.positive("num_attention_heads"));
+  KVLM_ASSIGN(kv_lora_rank, f.positive("kv_lora_rank"));
+  KVLM_ASSIGN(rope_dim, f.positive("qk_rope_head_dim"));
+  KVLM_ASSIGN(nope_dim, f.positive("qk_nope_head_dim"));
+  KVLM_ASSIGN(v_dim, f.positive("v_head_dim"));
+  g.n_layer = n_layer;
+  g.n_head = n_head;
+  g.kv_lora_rank = kv_lora_rank;
+  g.qk_rope_head_dim = rope_dim;
+  g.qk_nope_head_dim = nope_dim;
+  g.v_head_dim = v_dim;
+  KVLM_ASSIGN(n_ctx, f.positive_or("max_position_embeddings", 0));
+  g.n_ctx = n_ctx;
+
+  KVLM_ASSIGN(hidden, f.positive_or("hidden_size", 0));
+  KVLM_ASSIGN(vocab, f.positive_or("vocab_size", 0));
+  KVLM_ASSIGN(inter, f.positive_or("intermediate_size", 0));
+  if (vocab == 0 || inter == 0 || hidden == 0) {
+    g.weights_note =
+        "config has no vocab_size, intermediate_size or hidden_size, so the weights are not "
+        "counted";
+    return g;
+  }
+  KVLM_ASSIGN(q_lora_rank, f.positive_or("q_lora_rank", 0));  // null: q is not compressed
+  KVLM_ASSIGN(routed, f.positive_or("n_routed_experts", 0));  // null: a dense model
+  KVLM_ASSIGN(moe_inter, f.positive_or("moe_intermediate_size", inter));
+  KVLM_ASSIGN(shared, f.non_negative_or("n_shared_experts", 0));
+  KVLM_ASSIGN(first_dense, f.non_negative_or("first_k_dense_replace", 0));
+  KVLM_ASSIGN(moe_freq, f.positive_or("moe_layer_freq", 1));
+  KVLM_ASSIGN(tied, f.boolean_or("tie_word_embeddings", false));
+  // noaux_tc routing (V3) keeps a learned per-expert bias (e_score_correction_bias).
+  const bool routing_bias = f.string_or("topk_method", "") == "noaux_tc";
+
+  const std::uint64_t H = u(hidden), NH = u(n_head), R = u(kv_lora_rank);
+  const std::uint64_t QK = u(nope_dim + rope_dim);
+  std::uint64_t attn = 0;
+  if (q_lora_rank > 0) {  // q_a_proj, q_a_layernorm, q_b_proj
+    attn += H * u(q_lora_rank) + u(q_lora_rank) + u(q_lora_rank) * NH * QK;
+  } else {  // q_proj
+    attn += H * NH * QK;
+  }
+  attn += H * (R + u(rope_dim)) + R;     // kv_a_proj_with_mqa, kv_a_layernorm
+  attn += R * NH * u(nope_dim + v_dim);  // kv_b_proj: latent -> every head's K_nope and V
+  attn += NH * u(v_dim) * H;             // o_proj
+
+  std::uint64_t params = u(vocab) * H * (tied ? 1 : 2) + H;  // embeddings, lm_head, final norm
+  for (std::int64_t layer = 0; layer < n_layer; ++layer) {
+    std::uint64_t mlp = gated_mlp(H, u(inter));
+    if (routed > 0 && layer >= first_dense && layer % moe_freq == 0) {
+      mlp = H * u(routed) + (routing_bias ? u(routed) : 0) +
+            (u(routed) + u(shared)) * gated_mlp(H, u(moe_inter));
+    }
+    params += attn + mlp + 2 * H;  // + input and post-attention norms
+  }
+  g.n_params = params;
+  g.weights_note =
+      "multi-token-prediction layers (num_nextn_predict_layers) are not counted: ordinary "
+      "decoding does not run them";
+  return g;
+}
+
+#undef KVLM_ASSIGN
+
+bool has_any(const json& obj, std::initializer_list<const char*> keys) {
+  return std::any_of(keys.begin(), keys.end(), [&](const char* k) { return obj.contains(k); });
+}
+
+// ---- presets --------------------------------------------------------------------------------
+
+struct Preset {
+  const char* name;
+  const char* config;  // the published config.json's fields that kv_size reads
+};
+
+// Values copied from each model's published config.json on the Hugging Face hub
+// (openai-community/gpt2*, meta-llama/Llama-3.1-8B, meta-llama/Llama-3.3-70B-Instruct,
+// mistralai/Mistral-7B-v0.1, deepseek-ai/DeepSeek-V3). They go through the same parser as a
+// user's file, so a preset is exactly what --config with that file would give.
+constexpr Preset kPresets[] = {
+    {"gpt2", R"({"model_type": "gpt2", "n_layer": 12, "n_head": 12, "n_embd": 768,
+      "n_positions": 1024, "n_ctx": 1024, "vocab_size": 50257})"},
+    {"gpt2-medium", R"({"model_type": "gpt2", "n_layer": 24, "n_head": 16, "n_embd": 1024,
+      "n_positions": 1024, "n_ctx": 1024, "vocab_size": 50257})"},
+    {"gpt2-large", R"({"model_type": "gpt2", "n_layer": 36, "n_head": 20, "n_embd": 1280,
+      "n_positions": 1024, "n_ctx": 1024, "vocab_size": 50257})"},
+    {"gpt2-xl", R"({"model_type": "gpt2", "n_layer": 48, "n_head": 25, "n_embd": 1600,
+      "n_positions": 1024, "n_ctx": 1024, "vocab_size": 50257})"},
+    {"llama-3.1-8b", R"({"model_type": "llama", "num_hidden_layers": 32,
+      "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+      "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 131072,
+      "tie_word_embeddings": false, "attention_bias": false, "mlp_bias": false,
+      "torch_dtype": "bfloat16"})"},
+    {"llama-3.3-70b", R"({"model_type": "llama", "num_hidden_layers": 80,
+      "num_attention_heads": 64, "num_key_value_heads": 8, "hidden_size": 8192,
+      "intermediate_size": 28672, "vocab_size": 128256, "max_position_embeddings": 131072,
+      "tie_word_embeddings": false, "attention_bias": false, "mlp_bias": false,
+      "torch_dtype": "bfloat16"})"},
+    {"mistral-7b", R"({"model_type": "mistral", "num_hidden_layers": 32,
+      "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+      "intermediate_size": 14336, "vocab_size": 32000, "max_position_embeddings": 32768,
+      "sliding_window": 4096, "tie_word_embeddings": false, "torch_dtype": "bfloat16"})"},
+    {"deepseek-v3", R"({"model_type": "deepseek_v3", "num_hidden_layers": 61,
+      "num_attention_heads": 128, "num_key_value_heads": 128, "hidden_size": 7168,
+      "intermediate_size": 18432, "moe_intermediate_size": 2048, "vocab_size": 129280,
+      "max_position_embeddings": 163840, "kv_lora_rank": 512, "q_lora_rank": 1536,
+      "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
+      "n_routed_experts": 256, "n_shared_experts": 1, "first_k_dense_replace": 3,
+      "moe_layer_freq": 1, "num_experts_per_tok": 8, "topk_method": "noaux_tc",
+      "num_nextn_predict_layers": 1, "tie_word_embeddings": false, "attention_bias": false,
+      "torch_dtype": "bfloat16", "quantization_config": {"quant_method": "fp8",
+      "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}})"},
+};
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+std::uint64_t checkpoint_bytes_per_param(const std::string& dtype) {
+  if (dtype == "f32") return 4;
+  if (dtype == "f16" || dtype == "bf16") return 2;
+  if (dtype == "fp8") return 1;
+  return 0;
+}
+
+}  // namespace
+
+// ---- public API -----------------------------------------------------------------------------
+
+Result<KvDtype> parse_kv_dtype(std::string_view name) {
+  const std::string key = lower(name);
+  for (const DtypeName& d : kDtypeNames) {
+    if (key == d.name) return d.dtype;
+  }
+  return Status::error("--dtype: unknown cache dtype '" + std::string(name) +
+                       "'; accepted: f32, f16, bf16, fp8, int8 (also float32, fp32, float16, "
+                       "fp16, half, bfloat16, fp8_e4m3, fp8_e5m2)");
+}
+
+const char* kv_dtype_name(KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::f32:
+      return "f32";
+    case KvDtype::f16:
+      return "f16";
+    case KvDtype::bf16:
+      return "bf16";
+    case KvDtype::fp8:
+      return "fp8";
+    case KvDtype::int8:
+      return "int8";
+  }
+  return "?";
+}
+
+// fp8 and int8 count the values only. A quantized cache also keeps scales, but the engines
+// that serve fp8 caches (vLLM, TensorRT-LLM) use one scale per tensor per layer (k_scale,
+// v_scale): a few bytes per layer, not per token, so leaving them out changes nothing at the
+// byte counts this tool prints. Per-token-per-head scales (as some int8 schemes use) would add
+// sizeof(scale) / head_dim per value, about 3% for a 2-byte scale and head_dim 128.
+std::uint64_t kv_dtype_bytes(KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::f32:
+      return 4;
+    case KvDtype::f16:
+    case KvDtype::bf16:
+      return 2;
+    case KvDtype::fp8:
+    case KvDtype::int8:
+      return 1;
+  }
+  return 0;
+}
+
+std::uint64_t KvGeometry::values_per_token_per_layer() const {
+  if (mla) return u(kv_lora_rank) + u(qk_rope_head_dim);  // one latent + shared RoPE key
+  return 2 * u(n_kv_head) * u(head_dim);                  // K and V
+}
+
+std::uint64_t KvGeometry::mha_values_per_token_per_layer() const {
+  if (mla) return u(n_head) * (u(qk_nope_head_dim) + u(qk_rope_head_dim) + u(v_head_dim));
+  return 2 * u(n_head) * u(head_dim);
+}
+
+const char* KvGeometry::attention_kind() const {
+  if (mla) return "mla";
+  if (n_kv_head == n_head) return "mha";
+  return n_kv_head == 1 ? "mqa" : "gqa";
+}
+
+Result<KvGeometry> kv_geometry_from_config_text(std::string_view json_text,
+                                                std::string_view source) {
+  json root;
+  try {
+    root = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    return Status::error(std::string(source) + ": not valid JSON: " + e.what());
+  }
+  if (!root.is_object()) {
+    return Status::error(std::string(source) + ": expected a JSON object, found " +
+                         std::string(root.type_name()));
+  }
+  const auto layer_keys = {"n_layer", "n_embd", "num_hidden_layers", "kv_lora_rank"};
+  const json* cfg = &root;
+  // Multimodal configs (Llama 4, Gemma 3, Mistral 3, ...) keep the language model's fields in
+  // text_config.
+  if (!has_any(root, layer_keys) && root.contains("text_config") &&
+      root["text_config"].is_object()) {
+    cfg = &root["text_config"];
+  }
+  const FieldReader top(root, source, "", "");
+  std::string model_type = top.string_or("model_type", "");
+  if (model_type.empty() && cfg != &root)
+    model_type = FieldReader(*cfg, source, "", "").string_or("model_type", "");
+
+  Result<KvGeometry> parsed = Status::error("");
+  if (cfg->contains("kv_lora_rank") && !(*cfg)["kv_lora_rank"].is_null()) {
+    parsed = parse_mla(FieldReader(*cfg, source, "DeepSeek MLA",
+                                   "num_hidden_layers, num_attention_heads, kv_lora_rank, "
+                                   "qk_rope_head_dim, qk_nope_head_dim, v_head_dim"));
+  } else if (cfg->contains("n_layer") || cfg->contains("n_embd")) {
+    parsed = parse_gpt2(FieldReader(*cfg, source, "GPT-2", "n_layer, n_head, n_embd"));
+  } else if (cfg->contains("num_hidden_layers")) {
+    parsed = parse_llama(FieldReader(*cfg, source, "Llama-style",
+                                     "num_hidden_layers, num_attention_heads, and head_dim or "
+                                     "hidden_size (num_key_value_heads defaults to "
+                                     "num_attention_heads)"),
+                         model_type);
+  } else {
+    std::string found;
+    for (auto it = cfg->begin(); it != cfg->end(); ++it)
+      found += (found.empty() ? "" : ", ") + it.key();
+    return Status::error(
+        std::string(source) +
+        ": cannot tell the attention layout: expected GPT-2 fields (n_layer, n_head, n_embd), "
+        "Llama-style fields (num_hidden_layers, num_attention_heads, num_key_value_heads, "
+        "head_dim or hidden_size) or DeepSeek MLA fields (kv_lora_rank, qk_rope_head_dim); "
+        "found keys: " +
+        (found.empty() ? "none" : found));
+  }
+  if (!parsed.is_ok()) return parsed;
+  KvGeometry g = std::move(parsed).value();
+  g.model = model_type.empty() ? "unknown" : model_type;
+  g.checkpoint_dtype = checkpoint_dtype_of(top);
+  if (root.contains("quantization_config") && root["quantization_config"].is_object()) {
+    const std::string method =
+        FieldReader(root["quantization_config"], source, "", "").string_or("quant_method", "");
+    g.checkpoint_dtype = method == "fp8" ? "fp8" : "";  // other schemes: size unknown
+    if (method != "fp8") {
+      g.weights_note += std::string(g.weights_note.empty() ? "" : "; ") + "quantized checkpoint (" +
+                        method + "): its stored size is not computed";
+    }
+  }
+  return g;
+}
+
+Result<KvGeometry> kv_geometry_from_config_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::error(path + ": cannot open the config file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return Status::error(path + ": read error");
+  return kv_geometry_from_config_text(text.str(), path);
+}
+
+std::vector<std::string> kv_preset_names() {
+  std::vector<std::string> names;
+  for (const Preset& p : kPresets) names.emplace_back(p.name);
+  return names;
+}
+
+Result<KvGeometry> kv_geometry_from_preset(std::string_view name) {
+  const std::string key = lower(name);
+  for (const Preset& p : kPresets) {
+    if (key != p.name) continue;
+    Result<KvGeometry> g = kv_geometry_from_config_text(p.config, "preset " + key);
+    if (g.is_ok()) g->model = p.name;
+    return g;
+  }
+  return Status::error("--preset: unknown preset '" + std::string(name) +
+                       "'; accepted: " + join(kv_preset_names()));
+}
+
+KvDtype default_kv_dtype(const KvGeometry& geometry) {
+  if (geometry.checkpoint_dtype == "f16") return KvDtype::f16;
+  if (geometry.checkpoint_dtype == "bf16" || geometry.checkpoint_dtype == "fp8") {
+    return KvDtype::bf16;
+  }
+  return KvDtype::f32;
+}
+
+Result<KvSize> compute_kv_size(const KvGeometry& g, std::int64_t seq_len, std::int64_t batch,
+                               KvDtype dtype) {
+  if (seq_len <= 0) {
+    return Status::error("--seq-len: must be a positive number of tokens, found " +
+                         std::to_string(seq_len));
+  }
+  if (batch <= 0) {
+    return Status::error("--batch: must be a positive number of sequences, found " +
+                         std::to_string(batch));
+  }
+  if (g.n_layer <= 0 || g.values_per_token_per_layer() == 0 || g.sliding_window < 0) {
+    return Status::error("model '" + g.model + "': geometry has a non-positive size (n_layer " +
+                         std::to_string(g.n_layer) + ", values per token per layer " +
+                         std::to_string(g.values_per_token_per_layer()) + ")");
+  }
+  KvSize s;
+  s.dtype = dtype;
+  s.seq_len = seq_len;
+  s.batch = batch;
+  s.kept_positions = g.sliding_window > 0 ? std::min(seq_len, g.sliding_window) : seq_len;
+  s.values_per_token_per_layer = g.values_per_token_per_layer();
+
+  const std::uint64_t dtype_bytes = kv_dtype_bytes(dtype);
+  bool ok = true;
+  s.bytes_per_token_per_layer = s.values_per_token_per_layer;
+  ok &= mul_into(&s.bytes_per_token_per_layer, dtype_bytes);
+  s.bytes_per_token = s.bytes_per_token_per_layer;
+  ok &= mul_into(&s.bytes_per_token, u(g.n_layer));
+  s.bytes_per_layer = s.bytes_per_token_per_layer;
+  ok &= mul_into(&s.bytes_per_layer, u(s.kept_positions));
+  ok &= mul_into(&s.bytes_per_layer, u(batch));
+  s.bytes = s.bytes_per_layer;
+  ok &= mul_into(&s.bytes, u(g.n_layer));
+  s.mha_bytes = g.mha_values_per_token_per_layer();
+  for (std::uint64_t factor : {dtype_bytes, u(g.n_layer), u(s.kept_positions), u(batch)}) {
+    ok &= mul_into(&s.mha_bytes, factor);
+  }
+  s.weights_bytes = g.n_params;
+  ok &= mul_into(&s.weights_bytes, dtype_bytes);
+  s.checkpoint_weights_bytes = g.n_params;
+  ok &= mul_into(&s.checkpoint_weights_bytes, checkpoint_bytes_per_param(g.checkpoint_dtype));
+  if (!ok) {
+    return Status::error("--seq-len " + std::to_string(seq_len) + " x --batch " +
+                         std::to_string(batch) + ": the cache size does not fit in 64 bits");
+  }
+  return s;
+}
+
+}  // namespace kvlm::kv
