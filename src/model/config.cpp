@@ -7,8 +7,8 @@ namespace kvlm {
 namespace {
 
 // Reads an integer field; `fallback` < 0 means the field is required.
-Status read_int(const nlohmann::json& j, const std::string& source, const char* field,
-                int fallback, int* out) {
+Status read_int(const nlohmann::json& j, const std::string& source, const char* field, int fallback,
+                int* out) {
   if (!j.contains(field) || j[field].is_null()) {
     if (fallback < 0)
       return Status::error(source + ": missing required field '" + std::string(field) + "'");
@@ -84,8 +84,7 @@ Result<ModelConfig> parse_gpt2_config(const std::string& json_text, const std::s
     c.norm_eps = j["layer_norm_epsilon"].get<float>();
   }
   if (j.contains("activation_function") && j["activation_function"] != "gelu_new")
-    return Status::error(source + ": activation_function is " +
-                         j["activation_function"].dump() +
+    return Status::error(source + ": activation_function is " + j["activation_function"].dump() +
                          ", but kvlm implements GPT-2's \"gelu_new\" (tanh form) only");
   for (const char* field : {"eos_token_id", "bos_token_id"}) {
     if (j.contains(field) && j[field].is_number_integer()) {

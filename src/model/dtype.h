@@ -13,7 +13,9 @@ namespace kvlm {
 
 enum class DType { kF32, kF16, kBF16 };
 
-inline size_t dtype_size(DType t) { return t == DType::kF32 ? 4 : 2; }
+inline size_t dtype_size(DType t) {
+  return t == DType::kF32 ? 4 : 2;
+}
 
 // Name as safetensors spells it ("F32", "F16", "BF16").
 const char* dtype_name(DType t);

@@ -68,8 +68,8 @@ Status Gpt2Model::bind(const LoadOptions& options) {
     Gpt2Layer& L = w.layers[l];
     KVLM_RETURN_IF_ERROR(vec(p + "ln_1.weight", {C}, &L.ln_1_weight));
     KVLM_RETURN_IF_ERROR(vec(p + "ln_1.bias", {C}, &L.ln_1_bias));
-    KVLM_RETURN_IF_ERROR(matrix(p + "attn.c_attn.weight", C, 3 * C, WeightLayout::kInOut,
-                                &L.c_attn));
+    KVLM_RETURN_IF_ERROR(
+        matrix(p + "attn.c_attn.weight", C, 3 * C, WeightLayout::kInOut, &L.c_attn));
     KVLM_RETURN_IF_ERROR(vec(p + "attn.c_attn.bias", {3 * C}, &L.c_attn_bias));
     KVLM_RETURN_IF_ERROR(
         matrix(p + "attn.c_proj.weight", C, C, WeightLayout::kInOut, &L.attn_c_proj));
@@ -100,8 +100,8 @@ size_t Gpt2Model::weight_bytes() const {
   size_t bytes = weights_.wte.n_bytes();  // read once as the output head
   if (!config_.tied_embeddings) bytes += weights_.lm_head.n_bytes();
   for (const Gpt2Layer& L : weights_.layers) {
-    bytes += L.c_attn.n_bytes() + L.attn_c_proj.n_bytes() + L.c_fc.n_bytes() +
-             L.mlp_c_proj.n_bytes();
+    bytes +=
+        L.c_attn.n_bytes() + L.attn_c_proj.n_bytes() + L.c_fc.n_bytes() + L.mlp_c_proj.n_bytes();
     bytes += sizeof(float) * (4 * C + 3 * C + C + config_.n_ff + C);  // norms and biases
   }
   return bytes;
@@ -130,7 +130,8 @@ void Gpt2Model::attention_block(int layer, std::span<const SequenceChunk> chunks
 #pragma omp parallel num_threads(par.n_threads)
   {
     std::vector<KvRun> runs;
-    float* scratch = state_.scratch.data() + static_cast<size_t>(omp_get_thread_num()) * config_.n_ctx;
+    float* scratch =
+        state_.scratch.data() + static_cast<size_t>(omp_get_thread_num()) * config_.n_ctx;
 #pragma omp for schedule(static)
     for (int r = 0; r < n_rows; ++r) {
       runs.clear();
@@ -178,8 +179,8 @@ Status Gpt2Model::forward(float* logits, std::span<const SequenceChunk> chunks, 
     layernorm_forward(state_.xn.data(), x, L.ln_1_weight, L.ln_1_bias, n_rows, C, config_.norm_eps);
     matmul_forward(state_.qkv.data(), state_.xn.data(), L.c_attn, L.c_attn_bias, n_rows, par);
     attention_block(l, chunks, cache, par);
-    matmul_forward(state_.proj.data(), state_.att.data(), L.attn_c_proj, L.attn_c_proj_bias,
-                   n_rows, par);
+    matmul_forward(state_.proj.data(), state_.att.data(), L.attn_c_proj, L.attn_c_proj_bias, n_rows,
+                   par);
     for (size_t i = 0; i < T * C; ++i) x[i] += state_.proj[i];
     // x = x + c_proj(gelu(c_fc(ln_2(x))))
     layernorm_forward(state_.xn.data(), x, L.ln_2_weight, L.ln_2_bias, n_rows, C, config_.norm_eps);
@@ -193,8 +194,8 @@ Status Gpt2Model::forward(float* logits, std::span<const SequenceChunk> chunks, 
   r = 0;
   for (size_t k = 0; k < chunks.size(); ++k) {
     r += chunks[k].tokens.size();
-    layernorm_forward(state_.last.data() + k * C, x + (r - 1) * C, w.ln_f_weight, w.ln_f_bias, 1,
-                      C, config_.norm_eps);
+    layernorm_forward(state_.last.data() + k * C, x + (r - 1) * C, w.ln_f_weight, w.ln_f_bias, 1, C,
+                      config_.norm_eps);
   }
   matmul_forward(logits, state_.last.data(), w.lm_head, nullptr, static_cast<int>(chunks.size()),
                  par);

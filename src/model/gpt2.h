@@ -33,8 +33,8 @@ struct Gpt2Layer {
 };
 
 struct Gpt2Weights {
-  WeightMatrix wte;        // [V, C]: token embedding, and the output head when tied
-  const float* wpe;        // [n_ctx, C]: position embedding
+  WeightMatrix wte;  // [V, C]: token embedding, and the output head when tied
+  const float* wpe;  // [n_ctx, C]: position embedding
   std::vector<Gpt2Layer> layers;
   const float* ln_f_weight;  // [C]
   const float* ln_f_bias;    // [C]

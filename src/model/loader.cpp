@@ -12,8 +12,9 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOpt
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return Status::error(path + ": no such file or folder");
   if (!S_ISDIR(st.st_mode))
-    return Status::error(path + ": expected a model folder holding config.json and "
-                                "model.safetensors");
+    return Status::error(path +
+                         ": expected a model folder holding config.json and "
+                         "model.safetensors");
   const std::string config_path = path + "/config.json";
   auto text = read_text_file(config_path);
   if (!text) return text.status();

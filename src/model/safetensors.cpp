@@ -7,9 +7,9 @@ namespace kvlm {
 
 size_t safetensors_dtype_size(const std::string& dtype) {
   static const std::map<std::string, size_t> kSizes = {
-      {"F64", 8}, {"F32", 4},  {"F16", 2},     {"BF16", 2},    {"I64", 8},  {"I32", 4},
-      {"I16", 2}, {"I8", 1},   {"U8", 1},      {"BOOL", 1},    {"U16", 2},  {"U32", 4},
-      {"U64", 8}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2},    {"I64", 8},
+      {"I32", 4}, {"I16", 2}, {"I8", 1},  {"U8", 1},      {"BOOL", 1},
+      {"U16", 2}, {"U32", 4}, {"U64", 8}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
   auto it = kSizes.find(dtype);
   return it == kSizes.end() ? 0 : it->second;
 }
@@ -62,9 +62,9 @@ Status parse_entry(const std::string& path, const std::string& name, const nlohm
                          " bytes");
   const uint64_t expected = n_elements * element_size;
   if (*end - *begin != expected)
-    return Status::error(where + ": dtype " + entry->dtype + " and shape " +
-                         spec["shape"].dump() + " need " + std::to_string(expected) +
-                         " bytes, but data_offsets span " + std::to_string(*end - *begin));
+    return Status::error(where + ": dtype " + entry->dtype + " and shape " + spec["shape"].dump() +
+                         " need " + std::to_string(expected) + " bytes, but data_offsets span " +
+                         std::to_string(*end - *begin));
   entry->n_bytes = expected;
   return Status::ok();
 }

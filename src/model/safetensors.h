@@ -15,8 +15,8 @@
 namespace kvlm {
 
 struct SafetensorsEntry {
-  std::string dtype;            // as written: "F32", "F16", "BF16", "I64", ...
-  std::vector<int64_t> shape;   // row-major
+  std::string dtype;              // as written: "F32", "F16", "BF16", "I64", ...
+  std::vector<int64_t> shape;     // row-major
   const uint8_t* data = nullptr;  // into the mapping
   size_t n_bytes = 0;
 };

@@ -21,29 +21,29 @@ constexpr int kColBlock = 64;  // outputs per task (kInOut)
 constexpr int kRowBlock = 4;   // rows sharing one pass over a weight panel
 constexpr int kLanes = 8;
 
-// Widens n elements of a weight row starting at element `offset` into dst.
-void widen(float* dst, const void* src, DType type, size_t offset, int n) {
-  if (type == DType::kF32) {
-    std::memcpy(dst, static_cast<const float*>(src) + offset, sizeof(float) * n);
-    return;
-  }
+// Widens n elements of a weight row starting at element `offset` into dst and returns dst;
+// F32 rows are returned in place.
+const float* widen(float* dst, const void* src, DType type, size_t offset, int n) {
+  if (type == DType::kF32) return static_cast<const float*>(src) + offset;
   const uint16_t* s = static_cast<const uint16_t*>(src) + offset;
   if (type == DType::kBF16) {
     for (int k = 0; k < n; ++k) dst[k] = bf16_to_f32(s[k]);
   } else {
     for (int k = 0; k < n; ++k) dst[k] = f16_to_f32(s[k]);
   }
+  return dst;
 }
 
-void in_out_block(float* out, const float* x, const WeightMatrix& w, const float* bias,
-                  int n_rows, int col0, int n_cols) {
+void in_out_block(float* out, const float* x, const WeightMatrix& w, const float* bias, int n_rows,
+                  int col0, int n_cols) {
   const int n_in = w.n_in, n_out = w.n_out;
-  float wrow[kColBlock];
+  float buffer[kColBlock];
   for (int r0 = 0; r0 < n_rows; r0 += kRowBlock) {
     const int rows = std::min(kRowBlock, n_rows - r0);
     float acc[kRowBlock][kColBlock] = {};
     for (int i = 0; i < n_in; ++i) {
-      widen(wrow, w.data, w.dtype, static_cast<size_t>(i) * n_out + col0, n_cols);
+      const float* wrow =
+          widen(buffer, w.data, w.dtype, static_cast<size_t>(i) * n_out + col0, n_cols);
       for (int r = 0; r < rows; ++r) {
         const float xi = x[static_cast<size_t>(r0 + r) * n_in + i];
         for (int c = 0; c < n_cols; ++c) acc[r][c] = acc[r][c] + xi * wrow[c];
@@ -81,12 +81,13 @@ void matmul_portable(float* out, const float* x, const WeightMatrix& w, const fl
   const int n_in = w.n_in, n_out = w.n_out;
 #pragma omp parallel num_threads(par.n_threads)
   {
-    std::vector<float> wrow(n_in);
+    std::vector<float> buffer(n_in);
 #pragma omp for schedule(static)
     for (int o = 0; o < n_out; ++o) {
-      widen(wrow.data(), w.data, w.dtype, static_cast<size_t>(o) * n_in, n_in);
+      const float* wrow =
+          widen(buffer.data(), w.data, w.dtype, static_cast<size_t>(o) * n_in, n_in);
       for (int r = 0; r < n_rows; ++r) {
-        const float dot = lane_dot(x + static_cast<size_t>(r) * n_in, wrow.data(), n_in);
+        const float dot = lane_dot(x + static_cast<size_t>(r) * n_in, wrow, n_in);
         out[static_cast<size_t>(r) * n_out + o] = bias ? dot + bias[o] : dot;
       }
     }
@@ -99,9 +100,8 @@ void matmul_reference(float* out, const float* x, const WeightMatrix& w, const f
     for (int o = 0; o < w.n_out; ++o) {
       double acc = 0.0;  // double: the reference is the mathematical value, not a bit pattern
       for (int i = 0; i < w.n_in; ++i) {
-        const size_t index = w.layout == WeightLayout::kInOut
-                                 ? static_cast<size_t>(i) * w.n_out + o
-                                 : static_cast<size_t>(o) * w.n_in + i;
+        const size_t index = w.layout == WeightLayout::kInOut ? static_cast<size_t>(i) * w.n_out + o
+                                                              : static_cast<size_t>(o) * w.n_in + i;
         acc += static_cast<double>(x[static_cast<size_t>(r) * w.n_in + i]) *
                load_as_f32(w.data, w.dtype, index);
       }

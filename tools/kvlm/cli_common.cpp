@@ -1,0 +1,79 @@
+#include "cli_common.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+namespace kvlm::cli {
+
+void add_model_flags(CLI::App* cmd, ModelFlags* flags, bool model_required) {
+  auto* model = cmd->add_option("--model", flags->model,
+                                "Model folder (Hugging Face: config.json + model.safetensors)");
+  if (model_required) model->required();
+  cmd->add_option("--weights", flags->weights,
+                  "Convert weight matrices on load to f32, f16 or bf16 (default: as stored)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  cmd->add_option("--threads", flags->threads, "Worker threads (default: all cores)")
+      ->check(CLI::Range(0, 1024));
+}
+
+Result<std::unique_ptr<Model>> load_model_from_flags(const ModelFlags& flags) {
+  LoadOptions options;
+  if (!flags.weights.empty()) options.convert_weights = parse_dtype(flags.weights);
+  return load_model(flags.model, options);
+}
+
+Parallel parallel_from_flags(const ModelFlags& flags) {
+  Parallel par;
+  par.n_threads =
+      flags.threads > 0 ? flags.threads : std::max(1u, std::thread::hardware_concurrency());
+  return par;
+}
+
+Result<std::vector<int32_t>> parse_id_list(const std::string& text, const std::string& flag) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] == ',' || std::isspace(static_cast<unsigned char>(text[i]))) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < text.size() && text[end] != ',' &&
+           !std::isspace(static_cast<unsigned char>(text[end])))
+      ++end;
+    const std::string token = text.substr(i, end - i);
+    char* stop = nullptr;
+    errno = 0;
+    const long long value = std::strtoll(token.c_str(), &stop, 10);
+    if (stop != token.c_str() + token.size() || errno == ERANGE || value < INT32_MIN ||
+        value > INT32_MAX)
+      return Status::error(flag + ": expected integer token ids separated by commas, found '" +
+                           token + "'");
+    if (value < 0) return Status::error(flag + ": token id " + token + " is negative");
+    ids.push_back(static_cast<int32_t>(value));
+    i = end;
+  }
+  if (ids.empty()) return Status::error(flag + ": empty prompt: give at least one token id");
+  return ids;
+}
+
+std::string format_float(float value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.9g", static_cast<double>(value));
+  return buffer;
+}
+
+std::string join_ids(const std::vector<int32_t>& ids, const char* separator) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? separator : "") + std::to_string(ids[i]);
+  return s;
+}
+
+int fail(const Status& status) {
+  std::fprintf(stderr, "kvlm: error: %s\n", status.message().c_str());
+  return 1;
+}
+
+}  // namespace kvlm::cli
