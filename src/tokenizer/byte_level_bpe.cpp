@@ -1,0 +1,123 @@
+#include "tokenizer/byte_level_bpe.h"
+
+#include <cstdio>
+#include <unordered_map>
+
+namespace kvlm {
+
+Result<std::unique_ptr<ByteLevelBpe>> ByteLevelBpe::create(BpeModel model) {
+  Result<Gpt2Pretokenizer> pretokenizer = Gpt2Pretokenizer::create();
+  KVLM_RETURN_IF_ERROR(pretokenizer);
+  auto bpe = std::unique_ptr<ByteLevelBpe>(
+      new ByteLevelBpe(std::move(model), std::move(pretokenizer).value()));
+  // Special tokens are only produced by allow_special, never by merging ordinary text, so a
+  // special token whose text is one byte must not stand for that byte.
+  std::vector<bool> special(bpe->model_.tokens.size(), false);
+  for (int32_t id : bpe->model_.special_ids) special[id] = true;
+  for (int b = 0; b < 256; ++b) bpe->byte_ids_[b] = -1;
+  for (size_t id = 0; id < bpe->model_.tokens.size(); ++id) {
+    const std::string& t = bpe->model_.tokens[id];
+    if (bpe->model_.present[id] && !special[id] && t.size() == 1) {
+      int32_t& slot = bpe->byte_ids_[static_cast<unsigned char>(t[0])];
+      if (slot < 0) slot = static_cast<int32_t>(id);
+    }
+  }
+  for (int b = 0; b < 256; ++b) {
+    if (bpe->byte_ids_[b] < 0) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf,
+                    "%s: the vocabulary has no token for byte 0x%02X (a byte-level BPE "
+                    "vocabulary needs all 256)",
+                    bpe->model_.source.c_str(), b);
+      return Status::error(buf);
+    }
+  }
+  return bpe;
+}
+
+ByteLevelBpe::ByteLevelBpe(BpeModel model, Gpt2Pretokenizer pretokenizer)
+    : model_(std::move(model)), pretokenizer_(std::move(pretokenizer)), merges_(model_.merges) {}
+
+void ByteLevelBpe::clear_cache() const {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  cache_.clear();
+}
+
+std::vector<int32_t> ByteLevelBpe::encode(std::string_view text, bool allow_special) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3);
+  if (!allow_special || model_.special_ids.empty()) {
+    encode_ordinary(text, &ids);
+    return ids;
+  }
+  // Cut the text at each special token's text (the earliest, then the longest at one place).
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t best_at = std::string_view::npos;
+    int32_t best_id = -1;
+    for (int32_t id : model_.special_ids) {
+      const std::string& s = model_.tokens[id];
+      if (s.empty()) continue;
+      const size_t at = text.find(s, pos);
+      if (at == std::string_view::npos) continue;
+      if (at < best_at || (at == best_at && s.size() > model_.tokens[best_id].size())) {
+        best_at = at;
+        best_id = id;
+      }
+    }
+    if (best_id < 0) break;
+    encode_ordinary(text.substr(pos, best_at - pos), &ids);
+    ids.push_back(best_id);
+    pos = best_at + model_.tokens[best_id].size();
+  }
+  encode_ordinary(text.substr(pos), &ids);
+  return ids;
+}
+
+void ByteLevelBpe::encode_ordinary(std::string_view text, std::vector<int32_t>* out) const {
+  std::vector<Piece> pieces;
+  pieces.reserve(text.size() / 4 + 1);
+  pretokenizer_.split(text, &pieces);
+  std::vector<int32_t> scratch;
+  for (const Piece& p : pieces) {
+    encode_piece(text.substr(p.begin, p.end - p.begin), &scratch, out);
+  }
+}
+
+void ByteLevelBpe::encode_piece(std::string_view piece, std::vector<int32_t>* scratch,
+                                std::vector<int32_t>* out) const {
+  if (piece.size() == 1) {
+    out->push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
+    return;
+  }
+  if (cache_enabled_) {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    auto it = cache_.find(piece);
+    if (it != cache_.end()) {
+      out->insert(out->end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  scratch->clear();
+  for (char c : piece) scratch->push_back(byte_ids_[static_cast<unsigned char>(c)]);
+  bpe_merge(merges_, scratch);
+  out->insert(out->end(), scratch->begin(), scratch->end());
+  if (cache_enabled_) {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    if (cache_.size() >= kMaxCacheEntries) cache_.clear();
+    cache_.emplace(std::string(piece), *scratch);
+  }
+}
+
+Result<std::string_view> ByteLevelBpe::token_bytes(int32_t id) const {
+  if (id < 0 || id >= vocab_size()) {
+    return Status::error("token id " + std::to_string(id) + " is outside the vocabulary (ids 0.." +
+                         std::to_string(vocab_size() - 1) + " in " + model_.source + ")");
+  }
+  if (!model_.present[id]) {
+    return Status::error("token id " + std::to_string(id) + " has no token in " + model_.source);
+  }
+  return std::string_view(model_.tokens[id]);
+}
+
+}  // namespace kvlm

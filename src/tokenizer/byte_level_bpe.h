@@ -1,0 +1,67 @@
+// ByteLevelBpe: GPT-2's tokenizer. Text is split by GPT-2's pre-tokenizer, each piece's bytes
+// start as one token each, and BPE merges them by rank. Pieces seen before come from a merge
+// cache, since in prose most words repeat.
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "tokenizer/bpe_merge.h"
+#include "tokenizer/pretokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvlm {
+
+// A byte-level BPE vocabulary in byte form, as the file loaders produce it.
+struct BpeModel {
+  std::vector<std::string> tokens;   // [n_vocab] each token's bytes ("Ġthe" is stored as " the")
+  std::vector<bool> present;         // [n_vocab] false for ids no file assigned
+  std::vector<MergeRule> merges;     // by rank
+  std::vector<int32_t> special_ids;  // matched as whole strings when allow_special
+  std::optional<int32_t> eos_id;
+  std::optional<int32_t> bos_id;
+  std::string source;  // files it came from, for messages
+};
+
+class ByteLevelBpe final : public Tokenizer {
+ public:
+  // Fails when some byte has no single-byte token (then some text could not be encoded).
+  static Result<std::unique_ptr<ByteLevelBpe>> create(BpeModel model);
+
+  std::vector<int32_t> encode(std::string_view text, bool allow_special) const override;
+  Result<std::string_view> token_bytes(int32_t id) const override;
+  int32_t vocab_size() const override { return static_cast<int32_t>(model_.tokens.size()); }
+  std::optional<int32_t> eos_id() const override { return model_.eos_id; }
+  std::optional<int32_t> bos_id() const override { return model_.bos_id; }
+  const std::string& source() const override { return model_.source; }
+
+  // Encoding with the merge cache switched off, for tests and the benchmark.
+  void set_cache_enabled(bool enabled) { cache_enabled_ = enabled; }
+  void clear_cache() const;
+
+ private:
+  ByteLevelBpe(BpeModel model, Gpt2Pretokenizer pretokenizer);
+  void encode_ordinary(std::string_view text, std::vector<int32_t>* out) const;
+  void encode_piece(std::string_view piece, std::vector<int32_t>* scratch,
+                    std::vector<int32_t>* out) const;
+
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+
+  BpeModel model_;
+  Gpt2Pretokenizer pretokenizer_;
+  MergeTable merges_;
+  int32_t byte_ids_[256];  // the single-byte token of each byte
+
+  // Piece bytes -> its ids. Bounded: cleared when it reaches kMaxCacheEntries, so memory stays
+  // small on text that never repeats.
+  static constexpr size_t kMaxCacheEntries = 1 << 16;
+  bool cache_enabled_ = true;
+  mutable std::mutex cache_mutex_;
+  mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> cache_;
+};
+
+}  // namespace kvlm

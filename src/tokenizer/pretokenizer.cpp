@@ -1,0 +1,152 @@
+#include "tokenizer/pretokenizer.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <string>
+
+namespace kvlm {
+namespace {
+
+// Python `regex`'s \s: the 25 characters with Unicode's White_Space property.
+#define KVLM_WS                                                                               \
+  "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}" \
+  "\\x{205F}\\x{3000}"
+
+constexpr char kPattern[] =
+    "'s|'t|'re|'ve|'m|'ll|'d"
+    "| ?\\p{L}+"
+    "| ?\\p{N}+"
+    "| ?[^" KVLM_WS
+    "\\p{L}\\p{N}]+"
+    "|[" KVLM_WS "]+(?![^" KVLM_WS
+    "])"
+    "|[" KVLM_WS "]+";
+#undef KVLM_WS
+
+// Classes of ASCII bytes as GPT-2's pattern sees them.
+enum : uint8_t { kLetter, kDigit, kSpace, kOther, kNonAscii };
+
+constexpr uint8_t classify(unsigned c) {
+  if (c >= 0x80) return kNonAscii;
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return kLetter;
+  if (c >= '0' && c <= '9') return kDigit;
+  if (c == ' ' || (c >= '\t' && c <= '\r')) return kSpace;  // \t \n \v \f \r
+  return kOther;
+}
+
+struct ClassTable {
+  uint8_t of[256];
+  constexpr ClassTable() : of() {
+    for (unsigned c = 0; c < 256; ++c) of[c] = classify(c);
+  }
+};
+constexpr ClassTable kClass;
+
+constexpr size_t kNeedRegex = 0;  // the ASCII scanner's "cannot decide here"
+
+// The end of the piece that starts at i, if it can be decided from ASCII bytes alone.
+size_t scan_ascii_piece(const unsigned char* s, size_t n, size_t i) {
+  const unsigned c = s[i];
+  uint8_t cls = kClass.of[c];
+  if (cls == kNonAscii) return kNeedRegex;
+  if (c == '\'' && i + 1 < n) {
+    const unsigned c1 = s[i + 1];
+    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return i + 2;
+    if (i + 2 < n) {
+      const unsigned c2 = s[i + 2];
+      if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) {
+        return i + 3;
+      }
+    }
+  }
+  size_t j = i;
+  if (c == ' ' && i + 1 < n) {
+    const uint8_t next = kClass.of[s[i + 1]];
+    if (next == kNonAscii) return kNeedRegex;
+    if (next != kSpace) {  // " word", " 123", " ..."
+      cls = next;
+      j = i + 1;
+    }
+  }
+  if (cls != kSpace) {
+    // A run of one class; a non-ASCII byte might continue it (a letter such as 'é').
+    while (j < n && kClass.of[s[j]] == cls) ++j;
+    if (j < n && kClass.of[s[j]] == kNonAscii) return kNeedRegex;
+    return j;
+  }
+  // Whitespace: \s+(?!\S) takes the run but its last character when a non-space follows,
+  // leaving that one to join the next word; a single space before a non-space is \s+.
+  while (j < n && kClass.of[s[j]] == kSpace) ++j;
+  if (j == n) return j;
+  if (kClass.of[s[j]] == kNonAscii) return kNeedRegex;
+  return j - i >= 2 ? j - 1 : j;
+}
+
+}  // namespace
+
+struct Gpt2Pretokenizer::Regex {
+  pcre2_code* code = nullptr;
+  ~Regex() { pcre2_code_free(code); }
+};
+
+Result<Gpt2Pretokenizer> Gpt2Pretokenizer::create() {
+  auto regex = std::make_shared<Regex>();
+  int error_code = 0;
+  PCRE2_SIZE error_offset = 0;
+  regex->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kPattern), PCRE2_ZERO_TERMINATED,
+                              PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error_code,
+                              &error_offset, nullptr);
+  if (regex->code == nullptr) {
+    PCRE2_UCHAR message[256];
+    pcre2_get_error_message(error_code, message, sizeof message);
+    return Status::error("GPT-2 pre-tokenizer: PCRE2 rejected the pattern at offset " +
+                         std::to_string(error_offset) + ": " +
+                         reinterpret_cast<const char*>(message));
+  }
+  // JIT is several times faster; without it (some platforms) pcre2_match interprets.
+  pcre2_jit_compile(regex->code, PCRE2_JIT_COMPLETE);
+  return Gpt2Pretokenizer(std::move(regex));
+}
+
+void Gpt2Pretokenizer::split(std::string_view text, std::vector<Piece>* pieces) const {
+  split_impl(text, /*fast_ascii=*/true, pieces);
+}
+
+void Gpt2Pretokenizer::split_regex_only(std::string_view text, std::vector<Piece>* pieces) const {
+  split_impl(text, /*fast_ascii=*/false, pieces);
+}
+
+void Gpt2Pretokenizer::split_impl(std::string_view text, bool fast_ascii,
+                                  std::vector<Piece>* pieces) const {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  // Match data is per call, so one pre-tokenizer can serve many threads.
+  std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(
+      pcre2_match_data_create_from_pattern(regex_->code, nullptr), &pcre2_match_data_free);
+  size_t i = 0;
+  while (i < n) {
+    if (fast_ascii) {
+      const size_t end = scan_ascii_piece(s, n, i);
+      if (end != kNeedRegex) {
+        pieces->push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(end)});
+        i = end;
+        continue;
+      }
+    }
+    const int rc = pcre2_match(regex_->code, s, n, i, 0, match.get(), nullptr);
+    if (rc < 0) {  // only bytes that are not valid UTF-8 remain
+      pieces->push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(n)});
+      break;
+    }
+    const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.get());
+    const size_t begin = ovector[0], end = ovector[1];
+    if (begin > i) {  // skipped bytes: invalid UTF-8, which no part of the pattern can match
+      pieces->push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(begin)});
+    }
+    pieces->push_back({static_cast<uint32_t>(begin), static_cast<uint32_t>(end)});
+    i = end;
+  }
+}
+
+}  // namespace kvlm

@@ -1,0 +1,131 @@
+// Shared by the tokenizer tests: where GPT-2's files are, the golden cases, temp folders, and
+// GPT-2's vocabulary rewritten as a Hugging Face tokenizer.json (the shared data has none).
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "tokenizer/tokenizer.h"
+
+namespace kvlm::testing {
+
+inline std::string gpt2_dir() {
+  return std::string(KVLM_SHARED_DATA_DIR) + "/gpt2-tokenizer";
+}
+inline bool have_gpt2() {
+  return std::filesystem::exists(gpt2_dir() + "/golden.json");
+}
+
+#define KVLM_SKIP_WITHOUT_GPT2()                                                      \
+  if (!::kvlm::testing::have_gpt2())                                                  \
+  GTEST_SKIP() << "GPT-2 tokenizer data not found at " << ::kvlm::testing::gpt2_dir() \
+               << " (set by KVLM_SHARED_DATA_DIR); these tests need ../shared/data"
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+inline void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+// A fresh, empty folder under the system temp dir, removed when this object goes.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag) {
+    static int counter = 0;
+    path_ = std::filesystem::temp_directory_path() /
+            ("kvlm_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+  std::string str() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// GPT-2's vocab.json + merges.txt as one tokenizer.json, the way Hugging Face writes it, with
+// the merges either as "a b" strings or as ["a", "b"] pairs (newer files).
+inline std::string gpt2_tokenizer_json(bool pair_merges) {
+  nlohmann::json vocab = nlohmann::json::parse(read_file(gpt2_dir() + "/vocab.json"));
+  nlohmann::json merges = nlohmann::json::array();
+  std::istringstream lines(read_file(gpt2_dir() + "/merges.txt"));
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line.starts_with("#version")) continue;
+    const size_t space = line.find(' ');
+    if (pair_merges) {
+      merges.push_back({line.substr(0, space), line.substr(space + 1)});
+    } else {
+      merges.push_back(line);
+    }
+  }
+  nlohmann::json doc = {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens",
+       {{{"id", 50256},
+         {"content", "<|endoftext|>"},
+         {"single_word", false},
+         {"lstrip", false},
+         {"rstrip", false},
+         {"normalized", true},
+         {"special", true}}}},
+      {"normalizer", nullptr},
+      {"pre_tokenizer",
+       {{"type", "ByteLevel"},
+        {"add_prefix_space", false},
+        {"trim_offsets", true},
+        {"use_regex", true}}},
+      {"post_processor",
+       {{"type", "ByteLevel"},
+        {"add_prefix_space", true},
+        {"trim_offsets", false},
+        {"use_regex", true}}},
+      {"decoder",
+       {{"type", "ByteLevel"},
+        {"add_prefix_space", true},
+        {"trim_offsets", true},
+        {"use_regex", true}}},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", nullptr},
+        {"continuing_subword_prefix", ""},
+        {"end_of_word_suffix", ""},
+        {"fuse_unk", false},
+        {"byte_fallback", false},
+        {"vocab", vocab},
+        {"merges", merges}}},
+  };
+  return doc.dump(2);
+}
+
+// The GPT-2 tokenizer from vocab.json + merges.txt, loaded once for all tests.
+inline const Tokenizer& gpt2() {
+  static std::unique_ptr<Tokenizer> tok = [] {
+    Result<std::unique_ptr<Tokenizer>> t = load_tokenizer(gpt2_dir());
+    if (!t) ADD_FAILURE() << t.message();
+    return t ? std::move(t).value() : nullptr;
+  }();
+  return *tok;
+}
+
+}  // namespace kvlm::testing
