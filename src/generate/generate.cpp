@@ -99,7 +99,7 @@ Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int3
       result.tokens[s].push_back(next);
       sequences[s].push_back(next);
       ++result.stats.generated_tokens;
-      if (options.stop && options.stop(s, next)) done[s] = true;
+      if (options.on_token && options.on_token(s, next)) done[s] = true;
     }
     (step == 0 ? result.stats.prefill_seconds : result.stats.decode_seconds) +=
         seconds_since(start);

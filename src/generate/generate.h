@@ -22,8 +22,9 @@ namespace kvlm {
 using TokenSelector = std::function<int32_t(int seq, std::span<const float> logits)>;
 // Sees each sequence's logits at each step (step 0 = after prefill). For tests and --logprobs.
 using LogitsObserver = std::function<void(int step, int seq, std::span<const float> logits)>;
-// Called with each new token; returns true when the sequence should stop (it is kept).
-using StopCondition = std::function<bool(int seq, int32_t token)>;
+// Called with each new token as soon as it is chosen (stream it here); returns true when the
+// sequence should stop (the token is kept).
+using TokenSink = std::function<bool(int seq, int32_t token)>;
 
 struct GenerateOptions {
   int max_new_tokens = 20;
