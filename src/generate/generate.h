@@ -31,7 +31,7 @@ struct GenerateOptions {
   bool use_cache = true;
   TokenSelector select;    // default: greedy argmax, ties to the lowest id
   LogitsObserver observe;  // optional
-  StopCondition stop;      // optional; default: only max_new_tokens stops
+  TokenSink on_token;      // optional; default: only max_new_tokens stops
 };
 
 struct GenerateStats {
