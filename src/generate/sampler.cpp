@@ -37,6 +37,16 @@ double fill_unnormalized(Candidates& cur) {
 // probability is exactly p on paper (top-p 0.7 over {0.4, 0.3, ...}) count as reaching p.
 constexpr double kProbTolerance = 1e-6;
 
+// True when every token in `tokens` sits at its own index in cur.items (ids are unique, so
+// items[t].id == t finds it): then a penalty can go straight to it. Holds for the id-ordered
+// set a chain starts from.
+bool in_id_order(const Candidates& cur, std::span<const TokenId> tokens) {
+  for (TokenId t : tokens) {
+    if (static_cast<size_t>(t) >= cur.items.size() || cur.items[t].id != t) return false;
+  }
+  return true;
+}
+
 class RepetitionPenalty final : public Sampler {
  public:
   explicit RepetitionPenalty(float penalty) : penalty_(penalty) {}
@@ -44,13 +54,27 @@ class RepetitionPenalty final : public Sampler {
 
   void apply(Candidates& cur, const TokenHistory& history, Rng&) override {
     if (penalty_ == 1.0f) return;
-    mark(history.prompt);
-    mark(history.generated);
     // Hugging Face's RepetitionPenaltyLogitsProcessor: once per distinct token,
     // score < 0 ? score * penalty : score / penalty.
-    for (TokenCandidate& c : cur.items) {
-      if (static_cast<size_t>(c.id) < seen_.size() && seen_[c.id])
-        c.logit = c.logit < 0.0f ? c.logit * penalty_ : c.logit / penalty_;
+    auto penalize = [&](TokenCandidate& c) {
+      c.logit = c.logit < 0.0f ? c.logit * penalty_ : c.logit / penalty_;
+    };
+    if (in_id_order(cur, history.prompt) && in_id_order(cur, history.generated)) {
+      // The usual case (first in the chain): visit only the history, O(history).
+      for (auto tokens : {history.prompt, history.generated}) {
+        for (TokenId t : tokens) {
+          grow(t);
+          if (!seen_[t]) penalize(cur.items[t]);
+          seen_[t] = 1;
+        }
+      }
+    } else {
+      for (auto tokens : {history.prompt, history.generated}) {
+        for (TokenId t : tokens) grow(t), seen_[t] = 1;
+      }
+      for (TokenCandidate& c : cur.items) {
+        if (static_cast<size_t>(c.id) < seen_.size() && seen_[c.id]) penalize(c);
+      }
     }
     for (TokenId t : history.prompt) seen_[t] = 0;
     for (TokenId t : history.generated) seen_[t] = 0;
@@ -58,11 +82,8 @@ class RepetitionPenalty final : public Sampler {
   }
 
  private:
-  void mark(std::span<const TokenId> tokens) {
-    for (TokenId t : tokens) {
-      if (static_cast<size_t>(t) >= seen_.size()) seen_.resize(static_cast<size_t>(t) + 1, 0);
-      seen_[t] = 1;
-    }
+  void grow(TokenId t) {
+    if (static_cast<size_t>(t) >= seen_.size()) seen_.resize(static_cast<size_t>(t) + 1, 0);
   }
 
   float penalty_;
@@ -83,9 +104,19 @@ class PresenceFrequencyPenalty final : public Sampler {
     }
     // The OpenAI API's formula, evaluated in its order:
     // logit - count * frequency_penalty - (count > 0) * presence_penalty.
-    for (TokenCandidate& c : cur.items) {
-      if (static_cast<size_t>(c.id) >= counts_.size() || counts_[c.id] == 0) continue;
+    auto penalize = [&](TokenCandidate& c) {
       c.logit = c.logit - static_cast<float>(counts_[c.id]) * frequency_ - presence_;
+    };
+    if (in_id_order(cur, history.generated)) {
+      // O(history): each distinct token is penalized at its first occurrence.
+      for (TokenId t : history.generated) {
+        if (counts_[t] != 0) penalize(cur.items[t]);
+        counts_[t] = 0;  // marks it done; the loop below re-zeroes the rest
+      }
+    } else {
+      for (TokenCandidate& c : cur.items) {
+        if (static_cast<size_t>(c.id) < counts_.size() && counts_[c.id] != 0) penalize(c);
+      }
     }
     for (TokenId t : history.generated) counts_[t] = 0;
     cur.sorted = false;
@@ -132,19 +163,42 @@ class TopK final : public Sampler {
   std::string_view name() const override { return "top-k"; }
   void apply(Candidates& cur, const TokenHistory&, Rng&) override {
     if (k_ <= 0 || static_cast<size_t>(k_) >= cur.items.size()) return;
-    auto first = cur.items.begin();
-    const auto kth = first + k_;
-    if (!cur.sorted) {
-      // O(n) selection, then sorting only the k survivors: no full sort of the vocabulary.
-      std::nth_element(first, kth, cur.items.end(), before);
-      std::sort(first, kth, before);
+    const size_t k = static_cast<size_t>(k_);
+    if (cur.sorted) {
+      cur.items.resize(k);
+      return;
     }
-    cur.items.resize(static_cast<size_t>(k_));
+    if (k <= cur.items.size() / 16) {
+      select_with_heap(cur.items, k);
+    } else {
+      // A large k: O(n) selection, then sorting only the k survivors.
+      std::nth_element(cur.items.begin(), cur.items.begin() + k_, cur.items.end(), before);
+      std::sort(cur.items.begin(), cur.items.begin() + k_, before);
+      cur.items.resize(k);
+    }
     cur.sorted = true;
   }
 
  private:
+  // A small k: one pass keeping the k best in a heap whose top is the worst of them. Most
+  // tokens lose a single, well-predicted comparison with that top, which makes this several
+  // times faster than nth_element over a 50257-token vocabulary.
+  void select_with_heap(std::vector<TokenCandidate>& items, size_t k) {
+    heap_.assign(items.begin(), items.begin() + k);
+    std::make_heap(heap_.begin(), heap_.end(), before);
+    for (size_t i = k; i < items.size(); ++i) {
+      if (!before(items[i], heap_.front())) continue;
+      std::pop_heap(heap_.begin(), heap_.end(), before);
+      heap_.back() = items[i];
+      std::push_heap(heap_.begin(), heap_.end(), before);
+    }
+    std::sort_heap(heap_.begin(), heap_.end(), before);  // best first
+    std::copy(heap_.begin(), heap_.end(), items.begin());
+    items.resize(k);
+  }
+
   int32_t k_;
+  std::vector<TokenCandidate> heap_;  // [k] scratch
 };
 
 class TopP final : public Sampler {
@@ -286,8 +340,10 @@ Result<SamplerChain> SamplerChain::from_params(const SamplingParams& params) {
     chain.add(make_greedy_sampler());
     return chain;
   }
-  if (params.temperature != 1.0f) chain.add(make_temperature_sampler(params.temperature));
+  // Documented order: temperature, top-k, top-p, min-p. Top-k keeps the same tokens at any
+  // temperature (scaling is monotonic), so it runs first: then only k logits get scaled.
   if (params.top_k > 0) chain.add(make_top_k_sampler(params.top_k));
+  if (params.temperature != 1.0f) chain.add(make_temperature_sampler(params.temperature));
   if (params.top_p < 1.0f) chain.add(make_top_p_sampler(params.top_p));
   if (params.min_p > 0.0f) chain.add(make_min_p_sampler(params.min_p));
   chain.add(make_dist_sampler());

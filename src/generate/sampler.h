@@ -7,6 +7,7 @@
 //                                                      -> temperature -> top-k -> top-p
 //                                                         -> min-p -> draw  (otherwise)
 //
+// (Top-k and temperature commute, so the built chain runs top-k first and scales k logits.)
 // A sampler is a pure function of (candidates, the sequence's tokens, the RNG): the history is
 // passed in rather than accumulated through accept() calls, so one chain can serve any
 // sequence and a sequence's tokens cannot depend on what the chain sampled before. Randomness

@@ -14,7 +14,9 @@ double log_sum_exp(std::span<const float> logits) {
   float m = -std::numeric_limits<float>::infinity();
   for (float l : logits) m = std::max(m, l);
   double total = 0.0;
-  for (float l : logits) total += std::exp(static_cast<double>(l) - m);
+  // exp in float (about twice as fast as in double; its relative error, ~1e-7, is that of
+  // the logits themselves), summed in double.
+  for (float l : logits) total += std::exp(l - m);
   return static_cast<double>(m) + std::log(total);
 }
 

@@ -104,10 +104,11 @@ TEST(SamplingParams, ChainOrderFollowsTheDocumentedOrder) {
   p.min_p = 0.05f;
   auto chain = SamplerChain::from_params(p);
   ASSERT_TRUE(chain.is_ok()) << chain.message();
+  // Top-k before temperature: they commute, and this way only k logits are scaled.
   const char* expected[] = {"repetition-penalty",
                             "presence-frequency-penalty",
-                            "temperature",
                             "top-k",
+                            "temperature",
                             "top-p",
                             "min-p",
                             "dist"};

@@ -71,6 +71,25 @@ TEST(TopK, TiesBreakTowardTheLowerId) {
   EXPECT_EQ(ids_of(run(*s, {1.0f, 5.0f, 1.0f, 5.0f, 5.0f})), (std::vector<TokenId>{1, 3}));
 }
 
+TEST(TopK, MatchesAFullSortForSmallAndLargeK) {
+  // Small k takes the heap path, large k the nth_element path; both must equal a full sort
+  // under (logit desc, id asc). Coarse logits make ties common.
+  Rng rng(21);
+  std::vector<float> logits(50257);
+  for (float& l : logits) l = static_cast<float>(std::floor(rng.uniform01() * 300.0));
+  std::vector<TokenId> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](TokenId a, TokenId b) { return logits[a] > logits[b]; });
+  for (int32_t k : {1, 2, 40, 1000, 3140, 3141, 30000, 50256}) {
+    auto s = make_top_k_sampler(k);
+    const Candidates cur = run(*s, logits);
+    ASSERT_EQ(cur.items.size(), static_cast<size_t>(k));
+    EXPECT_TRUE(cur.sorted);
+    for (int32_t r = 0; r < k; ++r) ASSERT_EQ(cur.items[r].id, order[r]) << "k " << k;
+  }
+}
+
 TEST(TopP, KeepsTheSmallestSetReachingP) {
   auto p07 = make_top_p_sampler(0.7f);  // 0.4 + 0.3 reaches 0.7 exactly
   const Candidates a = run(*p07, kQuarter);
@@ -244,6 +263,30 @@ TEST(Penalties, ScratchIsClearedBetweenCalls) {
   EXPECT_EQ(cur.items[0].logit, 4.0f);
   EXPECT_EQ(cur.items[1].logit, 4.0f);
   EXPECT_EQ(cur.items[2].logit, 4.0f / 2.0f - 1.0f - 1.0f);
+}
+
+TEST(Penalties, SameResultOnAReorderedCandidateSet) {
+  // Penalties normally see the id-ordered set and go straight to each history token; on any
+  // other order (a custom chain) they scan the candidates instead. Both must agree.
+  Rng rng(8);
+  std::vector<float> logits(1000);
+  for (float& l : logits) l = static_cast<float>(rng.uniform01() * 10.0 - 5.0);
+  std::vector<TokenId> prompt, generated;
+  for (int i = 0; i < 300; ++i) prompt.push_back(static_cast<TokenId>(rng.next_u64() % 1000));
+  for (int i = 0; i < 300; ++i) generated.push_back(static_cast<TokenId>(rng.next_u64() % 50));
+  for (auto make : {+[] { return make_repetition_penalty_sampler(1.7f); },
+                    +[] { return make_presence_frequency_sampler(0.4f, 0.3f); }}) {
+    auto s = make();
+    const Candidates direct = run(*s, logits, {prompt, generated});
+    Candidates reversed;
+    reversed.assign(logits);
+    std::reverse(reversed.items.begin(), reversed.items.end());
+    Rng unused(0);
+    s->apply(reversed, {prompt, generated}, unused);
+    for (const TokenCandidate& c : reversed.items) {
+      ASSERT_EQ(c.logit, direct.items[c.id].logit) << s->name() << " id " << c.id;
+    }
+  }
 }
 
 TEST(Penalties, ChainAppliesThemBeforeGreedy) {
