@@ -36,3 +36,11 @@ std::string join_ids(const std::vector<int32_t>& ids, const char* separator);
 int fail(const Status& status);
 
 }  // namespace kvlm::cli
+
+#define KVLM_CLI_RETURN_IF_ERROR(expr)                                         \
+  do {                                                                         \
+    const ::kvlm::Status kvlm_cli_status_ = (expr);                            \
+    if (!kvlm_cli_status_.is_ok()) return ::kvlm::cli::fail(kvlm_cli_status_); \
+  } while (0)
+
+namespace kvlm::cli {}  // namespace kvlm::cli
