@@ -36,6 +36,8 @@ class ByteLevelBpe final : public Tokenizer {
   std::optional<int32_t> bos_id() const override { return model_.bos_id; }
   const std::string& source() const override { return model_.source; }
 
+  const MergeTable& merge_table() const { return merges_; }
+
   // Encoding with the merge cache switched off, for tests and the benchmark.
   void set_cache_enabled(bool enabled) { cache_enabled_ = enabled; }
   void clear_cache() const;

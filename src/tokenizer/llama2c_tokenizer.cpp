@@ -34,8 +34,7 @@ int parse_byte_piece(std::string_view piece) {
 
 // isprint || isspace in the C locale (run.c never calls setlocale).
 bool printable_or_space(unsigned char b) {
-  return (b >= 0x20 && b <= 0x7e) || b == '\t' || b == '\n' || b == '\v' || b == '\f' ||
-         b == '\r';
+  return (b >= 0x20 && b <= 0x7e) || b == '\t' || b == '\n' || b == '\v' || b == '\f' || b == '\r';
 }
 
 }  // namespace
@@ -88,8 +87,8 @@ Result<std::unique_ptr<Llama2cTokenizer>> Llama2cTokenizer::parse(std::string_vi
     int32_t len;
     read_i32(&len);
     if (len < 0)
-      return Status::error(where + "token " + std::to_string(t->pieces_.size()) +
-                           " has length " + std::to_string(len) + ", expected >= 0");
+      return Status::error(where + "token " + std::to_string(t->pieces_.size()) + " has length " +
+                           std::to_string(len) + ", expected >= 0");
     if (bytes.size() - at < static_cast<size_t>(len))
       return ended_early("inside the " + std::to_string(len) + "-byte piece");
     t->scores_.push_back(score);
@@ -181,8 +180,8 @@ std::vector<int32_t> Llama2cTokenizer::encode(std::string_view text, bool bos, b
     pair.append(c_string(pieces_[symbols[right].id]));
     const int32_t merged = lookup(pair);
     if (merged < 0 || !(scores_[merged] > -1e10f)) return;
-    heap.push({scores_[merged], left, right, symbols[left].version, symbols[right].version,
-               merged});
+    heap.push(
+        {scores_[merged], left, right, symbols[left].version, symbols[right].version, merged});
   };
   for (int i = 0; i + 1 < n; ++i) consider(i);
   while (!heap.empty()) {
