@@ -79,7 +79,7 @@ TEST_F(CliCore, BadInputFailsWithClearMessage) {
       {"--ids ,", "--ids: empty prompt"},
       {"--ids 1 --max-new 0", "--max-new must be at least 1, found 0"},
       {"--ids 1,2,3 --max-new 63", "beyond the context length 64"},
-      {"", "give at least one prompt with --ids"},
+      {"", "give at least one prompt with --prompt or --ids"},
   };
   for (const BadInput& c : cases) {
     const auto r = test::run_kvlm("generate " + model() + " " + c.args);
