@@ -70,7 +70,10 @@ class RepetitionPenalty final : public Sampler {
       }
     } else {
       for (auto tokens : {history.prompt, history.generated}) {
-        for (TokenId t : tokens) grow(t), seen_[t] = 1;
+        for (TokenId t : tokens) {
+          grow(t);
+          seen_[t] = 1;
+        }
       }
       for (TokenCandidate& c : cur.items) {
         if (static_cast<size_t>(c.id) < seen_.size() && seen_[c.id]) penalize(c);
