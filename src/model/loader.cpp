@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/llama2c.h"
+#include "model/llama_hf.h"
 #include "util/mapped_file.h"
 
 namespace kvlm {
@@ -11,10 +13,16 @@ namespace kvlm {
 Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOptions& options) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return Status::error(path + ": no such file or folder");
-  if (!S_ISDIR(st.st_mode))
+  if (!S_ISDIR(st.st_mode)) {
+    if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".bin") == 0) {
+      auto model = load_llama2c(path, options);  // llama2.c's model.bin
+      if (!model) return model.status();
+      return std::unique_ptr<Model>(std::move(model.value()));
+    }
     return Status::error(path +
                          ": expected a model folder holding config.json and "
-                         "model.safetensors");
+                         "model.safetensors, or a llama2.c model .bin file");
+  }
   const std::string config_path = path + "/config.json";
   auto text = read_text_file(config_path);
   if (!text) return text.status();
@@ -31,8 +39,13 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOpt
     if (!model) return model.status();
     return std::unique_ptr<Model>(std::move(model.value()));
   }
+  if (model_type == "llama" || model_type == "mistral") {
+    auto model = load_llama_hf(path, options);
+    if (!model) return model.status();
+    return std::unique_ptr<Model>(std::move(model.value()));
+  }
   return Status::error(config_path + ": model_type \"" + model_type +
-                       "\" is not supported (supported: gpt2)");
+                       "\" is not supported (supported: gpt2, llama, mistral)");
 }
 
 }  // namespace kvlm

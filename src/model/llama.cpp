@@ -1,0 +1,203 @@
+#include "model/llama.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/attention.h"
+#include "ops/matmul.h"
+#include "ops/rmsnorm.h"
+#include "ops/rope.h"
+#include "ops/swiglu.h"
+
+namespace kvlm {
+
+namespace {
+
+void ensure_size(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+// Drops the first `n_skip` positions of `runs` (a sliding window keeps only the newest ones).
+void drop_leading_positions(std::vector<KvRun>& runs, int n_skip, int kv_dim) {
+  size_t first = 0;
+  while (n_skip > 0 && first < runs.size()) {
+    KvRun& run = runs[first];
+    const int take = std::min(n_skip, run.n_positions);
+    run.k += static_cast<size_t>(take) * kv_dim;
+    run.v += static_cast<size_t>(take) * kv_dim;
+    run.n_positions -= take;
+    n_skip -= take;
+    if (run.n_positions == 0) ++first;
+  }
+  runs.erase(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(first));
+}
+
+}  // namespace
+
+void unpermute_rotary_rows(void* dst, const void* src, int n_heads, int head_dim,
+                           size_t row_bytes) {
+  const int half = head_dim / 2;
+  auto* out = static_cast<uint8_t*>(dst);
+  const auto* in = static_cast<const uint8_t*>(src);
+  for (int h = 0; h < n_heads; ++h)
+    for (int c = 0; c < 2; ++c)
+      for (int i = 0; i < half; ++i) {
+        const size_t from = static_cast<size_t>(h) * head_dim + c * half + i;
+        const size_t to = static_cast<size_t>(h) * head_dim + 2 * i + c;
+        std::memcpy(out + to * row_bytes, in + from * row_bytes, row_bytes);
+      }
+}
+
+void permute_rotary_rows(void* dst, const void* src, int n_heads, int head_dim, size_t row_bytes) {
+  const int half = head_dim / 2;
+  auto* out = static_cast<uint8_t*>(dst);
+  const auto* in = static_cast<const uint8_t*>(src);
+  for (int h = 0; h < n_heads; ++h)
+    for (int c = 0; c < 2; ++c)
+      for (int i = 0; i < half; ++i) {
+        const size_t to = static_cast<size_t>(h) * head_dim + c * half + i;
+        const size_t from = static_cast<size_t>(h) * head_dim + 2 * i + c;
+        std::memcpy(out + to * row_bytes, in + from * row_bytes, row_bytes);
+      }
+}
+
+LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights,
+                       std::unique_ptr<LlamaStorage> storage, std::string source)
+    : config_(std::move(config)),
+      weights_(std::move(weights)),
+      storage_(std::move(storage)),
+      source_(std::move(source)),
+      inv_freq_(llama_rope_frequencies(config_)) {}
+
+Result<std::unique_ptr<LlamaModel>> LlamaModel::create(LlamaConfig config, LlamaWeights weights,
+                                                       std::unique_ptr<LlamaStorage> storage,
+                                                       std::string source) {
+  KVLM_RETURN_IF_ERROR(validate_llama_config(config, source));
+  if (static_cast<int>(weights.layers.size()) != config.model.n_layer)
+    return Status::error(source + ": " + std::to_string(weights.layers.size()) +
+                         " layers bound, expected " + std::to_string(config.model.n_layer));
+  return std::unique_ptr<LlamaModel>(
+      new LlamaModel(std::move(config), std::move(weights), std::move(storage), std::move(source)));
+}
+
+size_t LlamaModel::weight_bytes() const {
+  const ModelConfig& c = config_.model;
+  size_t bytes = weights_.lm_head.n_bytes();  // the embedding is read once per token, a row
+  for (const LlamaLayer& L : weights_.layers) {
+    bytes += L.wq.n_bytes() + L.wk.n_bytes() + L.wv.n_bytes() + L.wo.n_bytes();
+    bytes += L.w1.n_bytes() + L.w3.n_bytes() + L.w2.n_bytes();
+    bytes += sizeof(float) * 2 * c.n_embd;  // the two norms
+    if (config_.attention_bias) bytes += sizeof(float) * (c.q_dim() + 2 * c.kv_dim() + c.n_embd);
+    if (config_.mlp_bias) bytes += sizeof(float) * (2 * c.n_ff + c.n_embd);
+  }
+  return bytes + sizeof(float) * c.n_embd;  // final norm
+}
+
+// Causal grouped-query attention for every new row: its rotated K and its V go into the cache,
+// then it attends over the sequence's positions [0, pos] (or the last sliding_window of them),
+// all read back from the cache. Prefill and decode run exactly this code, which is what makes
+// cached and uncached logits identical.
+void LlamaModel::attention_block(int layer, std::span<const SequenceChunk> chunks, KvCache& cache,
+                                 const Parallel& par) {
+  const ModelConfig& c = config_.model;
+  const int q_dim = c.q_dim(), kv_dim = c.kv_dim();
+  struct Row {
+    int seq, pos;
+  };
+  std::vector<Row> rows;
+  for (const SequenceChunk& chunk : chunks)
+    for (size_t t = 0; t < chunk.tokens.size(); ++t)
+      rows.push_back({chunk.seq, chunk.start_pos + static_cast<int>(t)});
+  const int n_rows = static_cast<int>(rows.size());
+  for (int r = 0; r < n_rows; ++r) {
+    float* q = state_.q.data() + static_cast<size_t>(r) * q_dim;
+    float* k = state_.k.data() + static_cast<size_t>(r) * kv_dim;
+    const float* v = state_.v.data() + static_cast<size_t>(r) * kv_dim;
+    rope_forward(q, k, inv_freq_.data(), rows[r].pos, c.n_head, c.n_kv_head, c.head_dim);
+    std::copy(k, k + kv_dim, cache.key_row(rows[r].seq, layer, rows[r].pos));
+    std::copy(v, v + kv_dim, cache.value_row(rows[r].seq, layer, rows[r].pos));
+  }
+  const int window = config_.sliding_window;
+#pragma omp parallel num_threads(par.n_threads)
+  {
+    std::vector<KvRun> runs;
+    float* scratch = state_.scratch.data() + static_cast<size_t>(omp_get_thread_num()) * c.n_ctx;
+#pragma omp for schedule(static)
+    for (int r = 0; r < n_rows; ++r) {
+      runs.clear();
+      cache.runs(rows[r].seq, layer, rows[r].pos + 1, &runs);
+      if (window > 0 && rows[r].pos + 1 > window)
+        drop_leading_positions(runs, rows[r].pos + 1 - window, kv_dim);
+      attention_forward(state_.att.data() + static_cast<size_t>(r) * q_dim,
+                        state_.q.data() + static_cast<size_t>(r) * q_dim, runs, scratch, c.n_head,
+                        c.n_kv_head, c.head_dim);
+    }
+  }
+}
+
+Status LlamaModel::forward(float* logits, std::span<const SequenceChunk> chunks, KvCache& cache,
+                           const Parallel& par) {
+  const ModelConfig& c = config_.model;
+  KVLM_RETURN_IF_ERROR(validate_chunks(chunks, c));
+  for (const SequenceChunk& chunk : chunks)
+    KVLM_RETURN_IF_ERROR(
+        cache.reserve(chunk.seq, chunk.start_pos + static_cast<int>(chunk.tokens.size())));
+  const int C = c.n_embd, F = c.n_ff;
+  int n_rows = 0;
+  for (const SequenceChunk& chunk : chunks) n_rows += static_cast<int>(chunk.tokens.size());
+  const size_t T = n_rows;
+  ensure_size(state_.x, T * C);
+  ensure_size(state_.xn, T * C);
+  ensure_size(state_.q, T * c.q_dim());
+  ensure_size(state_.k, T * c.kv_dim());
+  ensure_size(state_.v, T * c.kv_dim());
+  ensure_size(state_.att, T * c.q_dim());
+  ensure_size(state_.proj, T * C);
+  ensure_size(state_.gate, T * F);
+  ensure_size(state_.up, T * F);
+  ensure_size(state_.last, chunks.size() * C);
+  ensure_size(state_.scratch, static_cast<size_t>(std::max(par.n_threads, 1)) * c.n_ctx);
+  const LlamaWeights& w = weights_;
+
+  // x [T, C] = embed[token]
+  size_t r = 0;
+  for (const SequenceChunk& chunk : chunks) {
+    for (size_t t = 0; t < chunk.tokens.size(); ++t, ++r) {
+      float* x = state_.x.data() + r * C;
+      const size_t row = static_cast<size_t>(chunk.tokens[t]) * C;
+      for (int i = 0; i < C; ++i) x[i] = load_as_f32(w.embed.data, w.embed.dtype, row + i);
+    }
+  }
+  float* x = state_.x.data();
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LlamaLayer& L = w.layers[l];
+    // x = x + wo(attention(rope(wq xn), rope(wk xn), wv xn)), xn = rmsnorm(x)
+    rmsnorm_forward(state_.xn.data(), x, L.attn_norm, n_rows, C, c.norm_eps);
+    matmul_forward(state_.q.data(), state_.xn.data(), L.wq, L.bq, n_rows, par);
+    matmul_forward(state_.k.data(), state_.xn.data(), L.wk, L.bk, n_rows, par);
+    matmul_forward(state_.v.data(), state_.xn.data(), L.wv, L.bv, n_rows, par);
+    attention_block(l, chunks, cache, par);
+    matmul_forward(state_.proj.data(), state_.att.data(), L.wo, L.bo, n_rows, par);
+    for (size_t i = 0; i < T * C; ++i) x[i] += state_.proj[i];
+    // x = x + w2(silu(w1 xn) * w3 xn), xn = rmsnorm(x)
+    rmsnorm_forward(state_.xn.data(), x, L.ffn_norm, n_rows, C, c.norm_eps);
+    matmul_forward(state_.gate.data(), state_.xn.data(), L.w1, L.b1, n_rows, par);
+    matmul_forward(state_.up.data(), state_.xn.data(), L.w3, L.b3, n_rows, par);
+    swiglu_forward(state_.gate.data(), state_.gate.data(), state_.up.data(), T * F);
+    matmul_forward(state_.proj.data(), state_.gate.data(), L.w2, L.b2, n_rows, par);
+    for (size_t i = 0; i < T * C; ++i) x[i] += state_.proj[i];
+  }
+  // Only each chunk's last position needs logits: the final norm and the head run on those rows.
+  r = 0;
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    r += chunks[k].tokens.size();
+    rmsnorm_forward(state_.last.data() + k * C, x + (r - 1) * C, w.final_norm, 1, C, c.norm_eps);
+  }
+  matmul_forward(logits, state_.last.data(), w.lm_head, nullptr, static_cast<int>(chunks.size()),
+                 par);
+  return Status::ok();
+}
+
+}  // namespace kvlm

@@ -1,0 +1,118 @@
+// The acceptance check for the Llama path: karpathy's stories260K (a real model trained on
+// TinyStories, GQA with 8 query heads over 4 KV heads) and its tok512 tokenizer, run through
+// kvlm's library pipeline (load model.bin + tokenizer.bin, encode the prompt as run.c does,
+// greedy generation stopping on BOS, output printed as run.c prints it) must reproduce
+// llama2.c's run.c byte for byte: ../shared/data/stories260K/golden.json.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "model/llama.h"
+#include "model/llama2c.h"
+#include "model/llama2c_generate.h"
+#include "model/loader.h"
+#include "support/test_support.h"
+#include "tokenizer/llama2c_tokenizer.h"
+
+namespace kvlm {
+namespace {
+
+std::string stories_dir() {
+  const std::string shared = KVLM_SHARED_DATA_DIR;
+  const std::string dir = shared + "/stories260K";
+  return std::filesystem::exists(dir + "/golden.json") ? dir : "";
+}
+
+#define REQUIRE_STORIES(dir)                                                           \
+  const std::string dir = stories_dir();                                               \
+  if (dir.empty())                                                                     \
+  GTEST_SKIP() << "stories260K not found under " KVLM_SHARED_DATA_DIR                  \
+                  " (the shared reference data is absent); the llama2.c golden check " \
+                  "needs stories260K.bin, tok512.bin and golden.json there"
+
+TEST(LlamaStories, HeaderIsTheDocumentedGqaModel) {
+  REQUIRE_STORIES(dir);
+  auto model = load_model(dir + "/stories260K.bin", {});
+  ASSERT_TRUE(model.is_ok()) << model.message();
+  const ModelConfig& c = model.value()->config();
+  EXPECT_EQ(c.arch, Architecture::kLlama);
+  EXPECT_EQ(c.n_embd, 64);
+  EXPECT_EQ(c.n_ff, 172);
+  EXPECT_EQ(c.n_layer, 5);
+  EXPECT_EQ(c.n_head, 8);
+  EXPECT_EQ(c.n_kv_head, 4);
+  EXPECT_EQ(c.head_dim, 8);
+  EXPECT_EQ(c.n_vocab, 512);
+  EXPECT_EQ(c.n_ctx, 512);
+  EXPECT_TRUE(c.tied_embeddings);
+  // The GQA lever: K and V for 4 heads, not 8: 2 * 5 layers * 4 heads * 8 * 4 bytes per token.
+  EXPECT_EQ(c.kv_bytes_per_token(sizeof(float)), 1280);
+}
+
+TEST(LlamaStories, PromptIdsMatchRunC) {
+  REQUIRE_STORIES(dir);
+  auto tokenizer = Llama2cTokenizer::load(dir + "/tok512.bin", 512);
+  ASSERT_TRUE(tokenizer.is_ok()) << tokenizer.message();
+  const auto golden = nlohmann::json::parse(test::read_text(dir + "/golden.json"));
+  for (const auto& c : golden["cases"]) {
+    EXPECT_EQ(tokenizer.value()->encode(c["prompt"].get<std::string>(), true, false),
+              c["prompt_ids"].get<std::vector<int32_t>>())
+        << c["prompt"];
+  }
+  EXPECT_EQ(tokenizer.value()->encode("", true, false), std::vector<int32_t>{1});
+}
+
+TEST(LlamaStories, GoldenTokensAndStdoutByteForByte) {
+  REQUIRE_STORIES(dir);
+  auto model = load_model(dir + "/stories260K.bin", {});
+  ASSERT_TRUE(model.is_ok()) << model.message();
+  auto tokenizer = Llama2cTokenizer::load(dir + "/tok512.bin", model.value()->config().n_vocab);
+  ASSERT_TRUE(tokenizer.is_ok()) << tokenizer.message();
+  const auto golden = nlohmann::json::parse(test::read_text(dir + "/golden.json"));
+  ASSERT_GE(golden["cases"].size(), 2u);
+  for (const auto& c : golden["cases"]) {
+    const std::string prompt = c["prompt"].get<std::string>();
+    const auto prompt_ids = c["prompt_ids"].get<std::vector<int32_t>>();
+    const int max_new = llama2c_steps_to_max_new(c["steps"].get<int>(), prompt_ids.size());
+    auto run = llama2c_generate(*model.value(), *tokenizer.value(), prompt, max_new, Parallel{1});
+    ASSERT_TRUE(run.is_ok()) << run.message();
+    EXPECT_EQ(run->prompt_ids, prompt_ids) << prompt;
+    EXPECT_EQ(run->generated_ids, c["generated_ids"].get<std::vector<int32_t>>()) << prompt;
+    EXPECT_EQ(run->stopped_on_bos, c["stopped_on_bos"].get<bool>()) << prompt;
+    EXPECT_EQ(run->output, c["stdout"].get<std::string>()) << prompt;
+    // token_ids is the prompt followed by what was generated.
+    std::vector<int32_t> all = run->prompt_ids;
+    all.insert(all.end(), run->generated_ids.begin(), run->generated_ids.end());
+    EXPECT_EQ(all, c["token_ids"].get<std::vector<int32_t>>()) << prompt;
+
+    // Uncached generation recomputes everything each step (quadratic), so a prefix suffices.
+    const int n_uncached = std::min(max_new, 40);
+    auto uncached = llama2c_generate(*model.value(), *tokenizer.value(), prompt, n_uncached,
+                                     Parallel{1}, nullptr, /*use_cache=*/false);
+    ASSERT_TRUE(uncached.is_ok()) << uncached.message();
+    EXPECT_EQ(
+        uncached->generated_ids,
+        std::vector<int32_t>(run->generated_ids.begin(), run->generated_ids.begin() + n_uncached))
+        << prompt;
+  }
+}
+
+TEST(LlamaStories, EmptyPromptStartsFromBos) {
+  REQUIRE_STORIES(dir);
+  auto model = load_model(dir + "/stories260K.bin", {});
+  ASSERT_TRUE(model.is_ok()) << model.message();
+  auto tokenizer = Llama2cTokenizer::load(dir + "/tok512.bin", 512);
+  ASSERT_TRUE(tokenizer.is_ok()) << tokenizer.message();
+  auto run = llama2c_generate(*model.value(), *tokenizer.value(), "", 40, Parallel{1});
+  ASSERT_TRUE(run.is_ok()) << run.message();
+  EXPECT_EQ(run->prompt_ids, std::vector<int32_t>{1});
+  ASSERT_FALSE(run->generated_ids.empty());
+  // run.c's first printed piece follows BOS, so its leading space is dropped.
+  ASSERT_FALSE(run->output.empty());
+  EXPECT_NE(run->output[0], ' ');
+  EXPECT_EQ(run->output.back(), '\n');
+}
+
+}  // namespace
+}  // namespace kvlm
