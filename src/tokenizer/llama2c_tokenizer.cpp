@@ -1,5 +1,6 @@
 #include "tokenizer/llama2c_tokenizer.h"
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <queue>
@@ -61,8 +62,9 @@ Result<std::unique_ptr<Llama2cTokenizer>> Llama2cTokenizer::parse(std::string_vi
     at += 4;
   };
   if (bytes.size() < 4)
-    return Status::error(where + "ends after " + std::to_string(bytes.size()) +
-                         " bytes, before the 4-byte max_token_length");
+    return Status::error(source + ": not a tokenizer file kvlm knows: it ends after " +
+                         std::to_string(bytes.size()) +
+                         " bytes, before a llama2.c tokenizer.bin's 4-byte max_token_length");
   int32_t max_len;
   read_i32(&max_len);
   if (max_len < 0)
@@ -104,6 +106,17 @@ Result<std::unique_ptr<Llama2cTokenizer>> Llama2cTokenizer::parse(std::string_vi
     return Status::error(where + "holds " + std::to_string(t->pieces_.size()) +
                          " tokens; run.c's byte fallback needs at least " +
                          std::to_string(kNeeded) + " (<unk>, BOS, EOS, <0x00>..<0xFF>)");
+  // run.c's byte fallback maps byte b to id b + 3, so those ids must be the byte pieces. This
+  // also tells a tokenizer.bin from other .bin files (a llama2.c model.bin, say).
+  for (int b = 0; b < 256; ++b) {
+    char expected[8];
+    std::snprintf(expected, sizeof(expected), "<0x%02X>", b);
+    const std::string& piece = t->pieces_[kFirstByteToken + b];
+    if (piece != expected)
+      return Status::error(where + "token " + std::to_string(kFirstByteToken + b) + " is \"" +
+                           piece.substr(0, 16) + "\", expected \"" + expected +
+                           "\" (llama2.c tokenizers keep the 256 byte tokens at ids 3..258)");
+  }
   for (size_t id = 0; id < t->pieces_.size(); ++id)
     t->ids_.emplace(c_string(t->pieces_[id]), static_cast<int32_t>(id));  // first id wins
   t->byte_chars_.resize(256);

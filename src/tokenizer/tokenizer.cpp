@@ -5,6 +5,7 @@
 
 #include "tokenizer/bpe_files.h"
 #include "tokenizer/byte_level_bpe.h"
+#include "tokenizer/llama2c_tokenizer.h"
 
 namespace kvlm {
 
@@ -50,6 +51,13 @@ const std::vector<Format>& formats() {
       {{"encoder.json", "vocab.bpe"},
        nullptr,
        [](const auto& p) { return make_bpe(load_vocab_and_merges(p[0], p[1])); }},
+      {{"tokenizer.bin"},  // llama2.c's vocabulary with scores (tok512.bin, tokenizer.bin)
+       ".bin",
+       [](const auto& p) -> Result<std::unique_ptr<Tokenizer>> {
+         auto t = Llama2cTokenizer::load(p[0]);
+         if (!t) return t.status();
+         return std::unique_ptr<Tokenizer>(std::move(t.value()));
+       }},
   };
   return formats;
 }
