@@ -88,19 +88,20 @@ LlamaHostWeights random_llama_weights(const LlamaConfig& config, uint64_t seed) 
   const size_t C = c.n_embd, F = c.n_ff, L = c.n_layer, V = c.n_vocab;
   const size_t Q = c.q_dim(), KV = c.kv_dim();
   NormalRng rng(seed);
-  // Wide enough spreads that a tiny model's logits differ clearly between tokens.
+  // Spreads chosen (as in tests/reference/llama_reference.py) so that a tiny model's logits
+  // differ clearly between tokens and the residual is not just the input embedding.
   const float s = 1.0f / std::sqrt(static_cast<float>(C));
   LlamaHostWeights w;
   w.config = config;
-  w.embed = random_vector(V * C, rng, 0.0f, 1.0f);
+  w.embed = random_vector(V * C, rng, 0.0f, 0.5f);
   w.attn_norm = random_vector(L * C, rng, 1.0f, 0.1f);
   w.wq = random_vector(L * Q * C, rng, 0.0f, 2.0f * s);
   w.wk = random_vector(L * KV * C, rng, 0.0f, 2.0f * s);
   w.wv = random_vector(L * KV * C, rng, 0.0f, s);
-  w.wo = random_vector(L * C * Q, rng, 0.0f, s);
+  w.wo = random_vector(L * C * Q, rng, 0.0f, 3.0f * s);
   w.ffn_norm = random_vector(L * C, rng, 1.0f, 0.1f);
   w.w1 = random_vector(L * F * C, rng, 0.0f, s);
-  w.w2 = random_vector(L * C * F, rng, 0.0f, 1.0f / std::sqrt(static_cast<float>(F)));
+  w.w2 = random_vector(L * C * F, rng, 0.0f, 3.0f / std::sqrt(static_cast<float>(F)));
   w.w3 = random_vector(L * F * C, rng, 0.0f, s);
   w.final_norm = random_vector(C, rng, 1.0f, 0.1f);
   if (!c.tied_embeddings) w.lm_head = random_vector(V * C, rng, 0.0f, s);
