@@ -101,6 +101,21 @@ Result<std::unique_ptr<Llama2cTokenizer>> Llama2cTokenizer::parse(std::string_vi
     return Status::error(where + std::to_string(bytes.size() - at) + " bytes follow the " +
                          std::to_string(expected_vocab) +
                          " tokens the model's vocab_size asks for: tokenizer and model differ");
+  return from_pieces(std::move(t->pieces_), std::move(t->scores_), source, max_len);
+}
+
+Result<std::unique_ptr<Llama2cTokenizer>> Llama2cTokenizer::from_pieces(
+    std::vector<std::string> pieces, std::vector<float> scores, const std::string& source,
+    int max_token_length) {
+  const std::string where = source + " (llama2.c tokenizer.bin): ";
+  if (pieces.size() != scores.size())
+    return Status::error(where + std::to_string(pieces.size()) + " pieces but " +
+                         std::to_string(scores.size()) + " scores");
+  std::unique_ptr<Llama2cTokenizer> t(new Llama2cTokenizer());
+  t->source_ = source;
+  t->max_token_length_ = max_token_length;
+  t->pieces_ = std::move(pieces);
+  t->scores_ = std::move(scores);
   const size_t kNeeded = kFirstByteToken + 256;
   if (t->pieces_.size() < kNeeded)
     return Status::error(where + "holds " + std::to_string(t->pieces_.size()) +

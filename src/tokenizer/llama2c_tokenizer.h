@@ -38,6 +38,13 @@ class Llama2cTokenizer final : public Tokenizer {
                                                          const std::string& source,
                                                          int expected_vocab = 0);
 
+  // Builds the tokenizer from pieces and scores already read (e.g. from another file format
+  // holding the same SentencePiece vocabulary); the same checks as parse().
+  static Result<std::unique_ptr<Llama2cTokenizer>> from_pieces(std::vector<std::string> pieces,
+                                                               std::vector<float> scores,
+                                                               const std::string& source,
+                                                               int max_token_length = 0);
+
   // run.c's encode(text, bos, eos): optional BOS, a dummy-prefix " " piece when the text is not
   // empty, one piece per UTF-8 character (or byte tokens when the character has no piece), then
   // repeatedly the adjacent pair whose concatenation is the piece with the best score is merged

@@ -250,6 +250,21 @@ TEST(Llama2cTokenizer, MalformedFilesAreErrors) {
               HasSubstr("token 68 is \"A\", expected \"<0x41>\""));
 }
 
+TEST(Llama2cTokenizer, FromPiecesChecksAndEncodesTheSame) {
+  std::vector<std::string> pieces;
+  std::vector<float> scores;
+  for (const Piece& p : vocabulary(kExtra)) {
+    pieces.push_back(p.text);
+    scores.push_back(p.score);
+  }
+  auto t = Llama2cTokenizer::from_pieces(pieces, scores, "pieces");
+  ASSERT_TRUE(t.is_ok()) << t.message();
+  EXPECT_EQ(t.value()->encode("bab ab", true, false), make()->encode("bab ab", true, false));
+  scores.pop_back();
+  EXPECT_THAT(Llama2cTokenizer::from_pieces(pieces, scores, "pieces").message(),
+              HasSubstr("270 pieces but 269 scores"));
+}
+
 TEST(Llama2cTokenizer, FactoryPicksItForBinFilesAndFolders) {
   test::TempDir dir;
   const std::string bytes = serialize(vocabulary(kExtra));
