@@ -1,8 +1,10 @@
 #include "generate/generate.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "kv/contiguous_kv_cache.h"
+#include "kv/paged_kv_cache.h"
 
 namespace kvlm {
 
@@ -62,7 +64,37 @@ Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int3
     result.stats.prompt_tokens += static_cast<int64_t>(p.size());
     result.stats.kv_bytes_formula += c.kv_bytes_per_token(sizeof(float)) * capacities.back();
   }
-  ContiguousKvCache cache(c.n_layer, c.kv_dim(), capacities);
+  // The cache: contiguous (one slab per sequence, sized for its whole run) or paged.
+  std::unique_ptr<PagedKvCache> owned_paged;
+  PagedKvCache* paged = options.use_cache ? options.paged_cache : nullptr;
+  if (options.use_cache && !paged && options.paged) {
+    PagedKvCacheOptions po{options.paged->block_size, options.paged->kv_memory_bytes, 0};
+    const int B = std::max(options.paged->block_size, 1);  // create() rejects a bad size
+    for (int capacity : capacities) po.token_budget += (capacity + B - 1) / B * B;
+    auto made = PagedKvCache::create(c.n_layer, c.kv_dim(), po);
+    if (!made) return made.status();
+    owned_paged = std::move(made.value());
+    paged = owned_paged.get();
+  }
+  const bool share = paged && (!options.paged || options.paged->share_prefixes);
+  if (paged) {
+    if (paged->n_layer() != c.n_layer || paged->kv_dim() != c.kv_dim())
+      return Status::error("paged KV cache was made for another model shape");
+    for (int s = 0; s < n_seq; ++s)
+      if (paged->holds(s))
+        return Status::error("paged KV cache: slot " + std::to_string(s) + " is in use");
+    paged->reset_peak();
+  }
+  // Whatever happens, this request's sequences give their blocks back (cached prefixes stay).
+  struct FreeOnExit {
+    PagedKvCache* cache;
+    int n;
+    ~FreeOnExit() {
+      for (int s = 0; cache && s < n; ++s) cache->free_sequence(s);
+    }
+  } free_on_exit{paged, n_seq};
+  ContiguousKvCache contiguous(c.n_layer, c.kv_dim(), paged ? std::vector<int>{} : capacities);
+  KvCache& cache = paged ? static_cast<KvCache&>(*paged) : contiguous;
   result.stats.kv_bytes_allocated = options.use_cache ? cache.allocated_bytes() : 0;
   if (!options.use_cache) result.stats.kv_bytes_formula = 0;
 
@@ -71,39 +103,57 @@ Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int3
   std::vector<bool> done(n_seq, false);
   std::vector<float> logits;
   std::vector<SequenceChunk> chunks;
-  std::vector<int> chunk_seq;
+  std::vector<PositionsRequest> needs;
   for (int step = 0; step < options.max_new_tokens; ++step) {
     const auto start = std::chrono::steady_clock::now();
-    chunks.clear();
-    chunk_seq.clear();
-    for (int s = 0; s < n_seq; ++s) {
-      if (done[s]) continue;  // finished sequences stop costing compute
-      const auto& tokens = sequences[s];
-      SequenceChunk chunk{s, 0, tokens};
-      if (options.use_cache && step > 0) {  // decode: only the newest token
-        chunk.start_pos = static_cast<int>(tokens.size()) - 1;
-        chunk.tokens = std::span<const int32_t>(tokens).last(1);
+    std::vector<int> pending;
+    for (int s = 0; s < n_seq; ++s)
+      if (!done[s]) pending.push_back(s);  // finished sequences stop costing compute
+    if (pending.empty()) break;
+    // One forward per step, except a sharing prefill: a prompt waits for the wave computing
+    // the blocks it shares with an earlier prompt, then starts after them.
+    while (!pending.empty()) {
+      std::vector<int> later;
+      if (share && step == 0) later = defer_shared_prefills(*paged, sequences, &pending);
+      chunks.clear();
+      needs.clear();
+      for (int s : pending) {
+        const auto& tokens = sequences[s];
+        SequenceChunk chunk{s, 0, tokens};
+        if (options.use_cache && step > 0) {  // decode: only the newest token
+          chunk.start_pos = static_cast<int>(tokens.size()) - 1;
+        } else if (share) {  // prefill from the first position not cached
+          auto cached = paged->match_prefix(s, tokens);
+          if (!cached) return cached.status();
+          chunk.start_pos = cached.value();
+          result.stats.prompt_tokens_cached += cached.value();
+        }
+        chunk.tokens = std::span<const int32_t>(tokens).subspan(chunk.start_pos);
+        result.stats.rows_computed += static_cast<int64_t>(chunk.tokens.size());
+        chunks.push_back(chunk);
+        needs.push_back({s, static_cast<int>(tokens.size())});
       }
-      result.stats.rows_computed += static_cast<int64_t>(chunk.tokens.size());
-      chunks.push_back(chunk);
-      chunk_seq.push_back(s);
-    }
-    if (chunks.empty()) break;
-    logits.resize(chunks.size() * V);
-    KVLM_RETURN_IF_ERROR(model.forward(logits.data(), chunks, cache, par));
-    for (size_t k = 0; k < chunks.size(); ++k) {
-      const int s = chunk_seq[k];
-      std::span<const float> row(logits.data() + k * V, V);
-      if (options.observe) options.observe(step, s, row);
-      const int32_t next = select(s, row);
-      result.tokens[s].push_back(next);
-      sequences[s].push_back(next);
-      ++result.stats.generated_tokens;
-      if (options.on_token && options.on_token(s, next)) done[s] = true;
+      if (paged) KVLM_RETURN_IF_ERROR(paged->reserve_all(needs));  // the whole step, or none
+      logits.resize(chunks.size() * V);
+      KVLM_RETURN_IF_ERROR(model.forward(logits.data(), chunks, cache, par));
+      for (size_t k = 0; k < chunks.size(); ++k) {
+        const int s = chunks[k].seq;
+        if (share) paged->commit(s, sequences[s]);  // its full blocks become findable
+        std::span<const float> row(logits.data() + k * V, V);
+        if (options.observe) options.observe(step, s, row);
+        const int32_t next = select(s, row);
+        result.tokens[s].push_back(next);
+        sequences[s].push_back(next);
+        ++result.stats.generated_tokens;
+        if (options.on_token && options.on_token(s, next)) done[s] = true;
+        if (done[s] && paged) paged->free_sequence(s);
+      }
+      pending = std::move(later);
     }
     (step == 0 ? result.stats.prefill_seconds : result.stats.decode_seconds) +=
         seconds_since(start);
   }
+  if (paged) result.stats.kv_bytes_allocated = paged->peak_allocated_bytes();
   return result;
 }
 

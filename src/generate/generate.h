@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -17,6 +18,16 @@
 #include "model/model.h"
 
 namespace kvlm {
+
+class PagedKvCache;  // kv/paged_kv_cache.h
+
+// Paged mode (kv/paged_kv_cache.h): the cache is a pool of blocks, and prompts that begin
+// alike share the blocks of their common prefix instead of recomputing it.
+struct PagedGenerateOptions {
+  int block_size = 16;
+  size_t kv_memory_bytes = 0;  // arena size; 0: room for every prompt + its new tokens
+  bool share_prefixes = true;  // reuse cached prefixes, this batch's own included
+};
 
 // Chooses the next token of sequence `seq` from its last-position logits [n_vocab].
 using TokenSelector = std::function<int32_t(int seq, std::span<const float> logits)>;
@@ -32,6 +43,13 @@ struct GenerateOptions {
   TokenSelector select;    // default: greedy argmax, ties to the lowest id
   LogitsObserver observe;  // optional
   TokenSink on_token;      // optional; default: only max_new_tokens stops
+  // Paged cache made for this call (ignored when use_cache is false or paged_cache is set).
+  std::optional<PagedGenerateOptions> paged;
+  // A caller-owned paged cache, so prefixes cached by one call serve the next (sharing as
+  // paged->share_prefixes says, default on). The call uses slots 0..n_prompts-1, which must
+  // hold nothing, and frees them before returning. Running out of blocks fails the whole
+  // request with an error naming the need; the cache stays consistent.
+  PagedKvCache* paged_cache = nullptr;
 };
 
 struct GenerateStats {
@@ -39,9 +57,10 @@ struct GenerateStats {
   double decode_seconds = 0;   // all later steps
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;
-  int64_t rows_computed = 0;       // token positions run through the model, all sequences
-  int64_t kv_bytes_formula = 0;    // 2 * n_layer * n_kv_head * head_dim * tokens * 4, summed
-  int64_t kv_bytes_allocated = 0;  // what the cache really allocated
+  int64_t rows_computed = 0;         // token positions run through the model, all sequences
+  int64_t kv_bytes_formula = 0;      // 2 * n_layer * n_kv_head * head_dim * tokens * 4, summed
+  int64_t kv_bytes_allocated = 0;    // what the cache really allocated (paged: peak blocks held)
+  int64_t prompt_tokens_cached = 0;  // paged: prompt positions found cached, not recomputed
 };
 
 struct GenerateResult {

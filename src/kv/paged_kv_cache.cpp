@@ -1,0 +1,325 @@
+#include "kv/paged_kv_cache.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <string>
+#include <unordered_set>
+
+namespace kvlm {
+
+namespace {
+
+constexpr BlockHash kRootHash = 0xcbf29ce484222325ull;  // the "parent" of a prompt's first block
+
+uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+int div_up(int64_t a, int b) {
+  return static_cast<int>((a + b - 1) / b);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PagedKvCache>> PagedKvCache::create(int n_layer, int kv_dim,
+                                                           const PagedKvCacheOptions& options) {
+  const int B = options.block_size;
+  if (B < 1 || B > (1 << 16))
+    return Status::error("paged KV cache: --block-size must be in [1, 65536], found " +
+                         std::to_string(B));
+  if (n_layer < 1 || kv_dim < 1)
+    return Status::error("paged KV cache: n_layer and kv_dim must be positive");
+  const size_t block_bytes = 2 * sizeof(float) * static_cast<size_t>(n_layer) * B * kv_dim;
+  int64_t n_blocks = 0;
+  if (options.kv_memory_bytes > 0) {
+    n_blocks = static_cast<int64_t>(options.kv_memory_bytes / block_bytes);
+    if (n_blocks < 1)
+      return Status::error("paged KV cache: --kv-memory " +
+                           std::to_string(options.kv_memory_bytes) +
+                           " bytes holds no block: one block of " + std::to_string(B) +
+                           " positions takes " + std::to_string(block_bytes) + " bytes");
+  } else if (options.token_budget > 0) {
+    n_blocks = div_up(options.token_budget, B);
+  } else {
+    return Status::error("paged KV cache: give a memory size in bytes or a token budget");
+  }
+  if (n_blocks > (1 << 30))
+    return Status::error("paged KV cache: " + std::to_string(n_blocks) +
+                         " blocks is more than this cache can index (2^30)");
+  std::unique_ptr<PagedKvCache> cache(
+      new PagedKvCache(n_layer, kv_dim, B, static_cast<int>(n_blocks)));
+  // calloc: zeros make any bug reproducible (as in the contiguous cache), and the system hands
+  // out the pages of a large arena only as blocks are first touched.
+  const size_t n_floats = cache->block_floats_ * n_blocks;
+  cache->keys_.reset(static_cast<float*>(std::calloc(n_floats, sizeof(float))));
+  cache->values_.reset(static_cast<float*>(std::calloc(n_floats, sizeof(float))));
+  if (!cache->keys_ || !cache->values_)
+    return Status::error("paged KV cache: could not allocate an arena of " +
+                         std::to_string(2 * n_floats * sizeof(float)) + " bytes");
+  return cache;
+}
+
+PagedKvCache::PagedKvCache(int n_layer, int kv_dim, int block_size, int n_blocks)
+    : n_layer_(n_layer),
+      kv_dim_(kv_dim),
+      block_size_(block_size),
+      block_floats_(static_cast<size_t>(n_layer) * block_size * kv_dim),
+      pool_(n_blocks),
+      block_tokens_(static_cast<size_t>(n_blocks) * block_size),
+      block_parent_(n_blocks) {}
+
+PagedKvCache::Sequence& PagedKvCache::slot(int seq) {
+  if (seq >= n_slots()) seqs_.resize(seq + 1);
+  return seqs_[seq];
+}
+
+void PagedKvCache::runs(int seq, int layer, int n_positions, std::vector<KvRun>* out) const {
+  const Sequence& s = seqs_[seq];
+  const size_t layer_offset = static_cast<size_t>(layer) * block_size_ * kv_dim_;
+  for (int first = 0, i = 0; first < n_positions; first += block_size_, ++i) {
+    const size_t offset = block_offset(s.table[i]) + layer_offset;
+    out->push_back(
+        {keys_.get() + offset, values_.get() + offset, std::min(block_size_, n_positions - first)});
+  }
+}
+
+int PagedKvCache::blocks_needed(int seq, int n_positions) const {
+  if (seq >= n_slots()) return div_up(n_positions, block_size_);
+  const Sequence& s = seqs_[seq];
+  if (n_positions <= s.length) return 0;
+  const int have = static_cast<int>(s.table.size());
+  const int want = div_up(n_positions, block_size_);
+  int needed = std::max(0, want - have);
+  // Existing blocks that positions [length, n) fall into must be private before the write.
+  for (int i = s.length / block_size_; i < std::min(have, want); ++i)
+    needed += must_copy(s.table[i]);
+  return needed;
+}
+
+void PagedKvCache::commit_reserve(int seq, int n_positions) {
+  Sequence& s = slot(seq);
+  if (n_positions <= s.length) return;
+  const int have = static_cast<int>(s.table.size());
+  const int want = div_up(n_positions, block_size_);
+  for (int i = s.length / block_size_; i < std::min(have, want); ++i) {
+    const int shared = s.table[i];
+    if (!must_copy(shared)) continue;
+    std::vector<int> fresh;
+    pool_.allocate(1, &fresh);  // cannot fail: blocks_needed() counted it
+    std::memcpy(keys_.get() + block_offset(fresh[0]), keys_.get() + block_offset(shared),
+                block_floats_ * sizeof(float));
+    std::memcpy(values_.get() + block_offset(fresh[0]), values_.get() + block_offset(shared),
+                block_floats_ * sizeof(float));
+    pool_.release(shared);
+    s.table[i] = fresh[0];
+    ++copies_;
+  }
+  if (want > have) pool_.allocate(want - have, &s.table);
+  s.length = n_positions;
+  peak_used_ = std::max(peak_used_, pool_.n_used());
+}
+
+Status PagedKvCache::out_of_memory(const std::string& who, int needed) const {
+  return Status::error("KV cache out of memory: " + who + " needs " + std::to_string(needed) +
+                       " more blocks of " + std::to_string(block_size_) + " positions but " +
+                       std::to_string(pool_.n_free()) + " of " + std::to_string(n_blocks()) +
+                       " are free (arena " + std::to_string(arena_bytes()) +
+                       " bytes); raise --kv-memory or run fewer or shorter sequences");
+}
+
+Status PagedKvCache::reserve(int seq, int n_positions) {
+  PositionsRequest request{seq, n_positions};
+  return reserve_all({&request, 1});
+}
+
+Status PagedKvCache::reserve_all(std::span<const PositionsRequest> requests) {
+  // A sequence named twice needs only its larger request.
+  std::map<int, int> wanted;
+  for (const PositionsRequest& r : requests) {
+    if (r.seq < 0) return Status::error("KV cache: no sequence " + std::to_string(r.seq));
+    if (r.n_positions < 0)
+      return Status::error("KV cache: negative position count " + std::to_string(r.n_positions));
+    wanted[r.seq] = std::max(wanted[r.seq], r.n_positions);
+  }
+  // Counted per sequence, a block two sequences share is counted twice though only the first
+  // to write copies it: the plan may refuse at the very edge of memory, never overcommit.
+  int needed = 0;
+  for (const auto& [seq, n] : wanted) needed += blocks_needed(seq, n);
+  if (needed > pool_.n_free()) {
+    const std::string who = wanted.size() == 1
+                                ? "sequence " + std::to_string(wanted.begin()->first)
+                                : "a step of " + std::to_string(wanted.size()) + " sequences";
+    return out_of_memory(who, needed);
+  }
+  for (const auto& [seq, n] : wanted) commit_reserve(seq, n);
+  return Status::ok();
+}
+
+BlockHash PagedKvCache::hash_block(BlockHash parent, std::span<const int32_t> tokens) const {
+  uint64_t h = mix64(parent ^ 0x9e3779b97f4a7c15ull);
+  for (int32_t t : tokens) h = mix64(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(t)) + 1));
+  return h;
+}
+
+std::optional<int> PagedKvCache::find_block(BlockHash parent,
+                                            std::span<const int32_t> tokens) const {
+  auto block = pool_.find(hash_block(parent, tokens));
+  if (!block || block_parent_[*block] != parent) return std::nullopt;
+  const int32_t* stored = block_tokens_.data() + static_cast<size_t>(*block) * block_size_;
+  if (!std::equal(tokens.begin(), tokens.end(), stored)) return std::nullopt;
+  return block;
+}
+
+std::vector<BlockHash> PagedKvCache::block_hashes(std::span<const int32_t> tokens) const {
+  std::vector<BlockHash> hashes;
+  BlockHash h = kRootHash;
+  for (size_t first = 0; first + block_size_ <= tokens.size(); first += block_size_) {
+    h = hash_block(h, tokens.subspan(first, block_size_));
+    hashes.push_back(h);
+  }
+  return hashes;
+}
+
+int PagedKvCache::cached_prefix_length(std::span<const int32_t> tokens) const {
+  BlockHash parent = kRootHash;
+  size_t matched = 0;
+  for (; matched + block_size_ <= tokens.size(); matched += block_size_) {
+    auto block = tokens.subspan(matched, block_size_);
+    if (!find_block(parent, block)) break;
+    parent = hash_block(parent, block);
+  }
+  return static_cast<int>(std::min(matched, tokens.empty() ? 0 : tokens.size() - 1));
+}
+
+Result<int> PagedKvCache::match_prefix(int seq, std::span<const int32_t> tokens) {
+  if (seq < 0) return Status::error("KV cache: no sequence " + std::to_string(seq));
+  if (holds(seq))
+    return Status::error("KV cache: match_prefix starts a sequence, but sequence " +
+                         std::to_string(seq) + " already holds " + std::to_string(length(seq)) +
+                         " positions");
+  Sequence& s = slot(seq);
+  s = Sequence{};
+  s.chain = kRootHash;
+  for (size_t first = 0; first + block_size_ <= tokens.size(); first += block_size_) {
+    auto block_tokens = tokens.subspan(first, block_size_);
+    auto block = find_block(s.chain, block_tokens);
+    if (!block) break;
+    pool_.add_ref(*block);
+    s.table.push_back(*block);
+    s.chain = hash_block(s.chain, block_tokens);
+    ++s.n_committed;
+  }
+  const int64_t matched = static_cast<int64_t>(s.table.size()) * block_size_;
+  s.length = static_cast<int>(std::min<int64_t>(matched, static_cast<int64_t>(tokens.size()) - 1));
+  s.length = std::max(s.length, 0);
+  peak_used_ = std::max(peak_used_, pool_.n_used());
+  return s.length;
+}
+
+void PagedKvCache::commit(int seq, std::span<const int32_t> tokens) {
+  if (!holds(seq)) return;
+  Sequence& s = seqs_[seq];
+  const size_t written = std::min<size_t>(tokens.size(), s.length);
+  if (s.n_committed == 0) s.chain = kRootHash;
+  for (size_t first = static_cast<size_t>(s.n_committed) * block_size_;
+       first + block_size_ <= written; first += block_size_) {
+    auto block_tokens = tokens.subspan(first, block_size_);
+    const BlockHash parent = s.chain;
+    s.chain = hash_block(parent, block_tokens);
+    const int block = s.table[s.n_committed++];
+    // A block already cached (a prefix hit) or whose prefix another block already caches
+    // (computed twice in one batch) stays as it is; the chain goes on either way.
+    if (!pool_.set_hash(block, s.chain)) continue;
+    block_parent_[block] = parent;
+    std::copy(block_tokens.begin(), block_tokens.end(),
+              block_tokens_.begin() + static_cast<size_t>(block) * block_size_);
+  }
+}
+
+Status PagedKvCache::fork_sequence(int src, int dst) {
+  if (!holds(src))
+    return Status::error("KV cache: cannot fork sequence " + std::to_string(src) +
+                         ": it holds nothing");
+  if (dst < 0 || holds(dst))
+    return Status::error("KV cache: cannot fork into sequence " + std::to_string(dst) +
+                         ": it is in use");
+  Sequence copy = seqs_[src];
+  for (int block : copy.table) pool_.add_ref(block);
+  slot(dst) = std::move(copy);
+  return Status::ok();
+}
+
+void PagedKvCache::free_sequence(int seq) {
+  if (seq < 0 || seq >= n_slots()) return;
+  Sequence& s = seqs_[seq];
+  // Last block first: the cached blocks of a prefix's tail are then evicted before its head,
+  // which more prompts share.
+  for (auto it = s.table.rbegin(); it != s.table.rend(); ++it) pool_.release(*it);
+  s = Sequence{};
+}
+
+int64_t PagedKvCache::held_positions() const {
+  std::vector<int> fill(n_blocks(), 0);
+  for (const Sequence& s : seqs_)
+    for (size_t i = 0; i < s.table.size(); ++i) {
+      const int rows = std::clamp(s.length - static_cast<int>(i) * block_size_, 0, block_size_);
+      fill[s.table[i]] = std::max(fill[s.table[i]], rows);
+    }
+  int64_t total = 0;
+  for (int rows : fill) total += rows;
+  return total;
+}
+
+Status PagedKvCache::check() const {
+  KVLM_RETURN_IF_ERROR(pool_.check());
+  std::vector<int> refs(n_blocks(), 0);
+  for (int seq = 0; seq < n_slots(); ++seq) {
+    const Sequence& s = seqs_[seq];
+    const std::string which = "KV cache: sequence " + std::to_string(seq);
+    // A whole-prompt prefix hit holds the block of the position it is about to recompute.
+    const int n_blocks_held = static_cast<int>(s.table.size());
+    if (n_blocks_held < div_up(s.length, block_size_) ||
+        n_blocks_held > div_up(s.length + 1, block_size_))
+      return Status::error(which + " has " + std::to_string(n_blocks_held) + " blocks for " +
+                           std::to_string(s.length) + " positions");
+    if (s.n_committed > static_cast<int>(s.table.size()))
+      return Status::error(which + " committed more blocks than it holds");
+    for (int b : s.table) {
+      if (b < 0 || b >= n_blocks())
+        return Status::error(which + " names no block " + std::to_string(b));
+      ++refs[b];
+    }
+  }
+  for (int b = 0; b < n_blocks(); ++b)
+    if (refs[b] != pool_.ref_count(b))
+      return Status::error("KV cache: block " + std::to_string(b) + " is in " +
+                           std::to_string(refs[b]) + " tables but has " +
+                           std::to_string(pool_.ref_count(b)) + " references");
+  return Status::ok();
+}
+
+std::vector<int> defer_shared_prefills(const PagedKvCache& cache,
+                                       const std::vector<std::vector<int32_t>>& prompts,
+                                       std::vector<int>* wave) {
+  std::unordered_set<BlockHash> claimed;  // uncached blocks this wave will compute
+  std::vector<int> now, later;
+  for (int s : *wave) {
+    const std::vector<BlockHash> hashes = cache.block_hashes(prompts[s]);
+    const bool waits = std::any_of(hashes.begin(), hashes.end(),
+                                   [&](BlockHash h) { return claimed.count(h) > 0; });
+    (waits ? later : now).push_back(s);
+    if (waits) continue;
+    // Planning only: a hash hit that fails verification merely costs a missed deferral.
+    for (BlockHash h : hashes)
+      if (!cache.pool().find(h)) claimed.insert(h);
+  }
+  *wave = std::move(now);
+  return later;
+}
+
+}  // namespace kvlm
