@@ -1,7 +1,6 @@
 #include "tokenizer/byte_level_bpe.h"
 
 #include <cstdio>
-#include <unordered_map>
 
 namespace kvlm {
 
@@ -46,8 +45,10 @@ void ByteLevelBpe::clear_cache() const {
 std::vector<int32_t> ByteLevelBpe::encode(std::string_view text, bool allow_special) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3);
+  std::unique_lock<std::mutex> lock(cache_mutex_, std::try_to_lock);
+  MergeCache* cache = cache_enabled_ && lock.owns_lock() ? &cache_ : nullptr;
   if (!allow_special || model_.special_ids.empty()) {
-    encode_ordinary(text, &ids);
+    encode_ordinary(text, cache, &ids);
     return ids;
   }
   // Cut the text at each special token's text (the earliest, then the longest at one place).
@@ -66,46 +67,33 @@ std::vector<int32_t> ByteLevelBpe::encode(std::string_view text, bool allow_spec
       }
     }
     if (best_id < 0) break;
-    encode_ordinary(text.substr(pos, best_at - pos), &ids);
+    encode_ordinary(text.substr(pos, best_at - pos), cache, &ids);
     ids.push_back(best_id);
     pos = best_at + model_.tokens[best_id].size();
   }
-  encode_ordinary(text.substr(pos), &ids);
+  encode_ordinary(text.substr(pos), cache, &ids);
   return ids;
 }
 
-void ByteLevelBpe::encode_ordinary(std::string_view text, std::vector<int32_t>* out) const {
+void ByteLevelBpe::encode_ordinary(std::string_view text, MergeCache* cache,
+                                   std::vector<int32_t>* out) const {
   std::vector<Piece> pieces;
   pieces.reserve(text.size() / 4 + 1);
   pretokenizer_.split(text, &pieces);
-  std::vector<int32_t> scratch;
+  std::vector<int32_t> ids;  // one piece's ids while merging
   for (const Piece& p : pieces) {
-    encode_piece(text.substr(p.begin, p.end - p.begin), &scratch, out);
-  }
-}
-
-void ByteLevelBpe::encode_piece(std::string_view piece, std::vector<int32_t>* scratch,
-                                std::vector<int32_t>* out) const {
-  if (piece.size() == 1) {
-    out->push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
-    return;
-  }
-  if (cache_enabled_) {
-    std::lock_guard<std::mutex> lock(cache_mutex_);
-    auto it = cache_.find(piece);
-    if (it != cache_.end()) {
-      out->insert(out->end(), it->second.begin(), it->second.end());
-      return;
+    const std::string_view piece = text.substr(p.begin, p.end - p.begin);
+    if (piece.size() == 1) {
+      out->push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
+      continue;
     }
-  }
-  scratch->clear();
-  for (char c : piece) scratch->push_back(byte_ids_[static_cast<unsigned char>(c)]);
-  bpe_merge(merges_, scratch);
-  out->insert(out->end(), scratch->begin(), scratch->end());
-  if (cache_enabled_) {
-    std::lock_guard<std::mutex> lock(cache_mutex_);
-    if (cache_.size() >= kMaxCacheEntries) cache_.clear();
-    cache_.emplace(std::string(piece), *scratch);
+    const uint64_t hash = cache ? MergeCache::hash(piece) : 0;
+    if (cache && cache->lookup(piece, hash, out)) continue;
+    ids.clear();
+    for (char c : piece) ids.push_back(byte_ids_[static_cast<unsigned char>(c)]);
+    bpe_merge(merges_, &ids);
+    out->insert(out->end(), ids.begin(), ids.end());
+    if (cache) cache->insert(piece, hash, ids.data(), ids.size());
   }
 }
 

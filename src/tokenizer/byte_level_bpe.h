@@ -5,9 +5,9 @@
 
 #include <mutex>
 #include <string>
-#include <unordered_map>
 
 #include "tokenizer/bpe_merge.h"
+#include "tokenizer/merge_cache.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -44,26 +44,19 @@ class ByteLevelBpe final : public Tokenizer {
 
  private:
   ByteLevelBpe(BpeModel model, Gpt2Pretokenizer pretokenizer);
-  void encode_ordinary(std::string_view text, std::vector<int32_t>* out) const;
-  void encode_piece(std::string_view piece, std::vector<int32_t>* scratch,
-                    std::vector<int32_t>* out) const;
-
-  struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
+  // `cache` may be null (another thread holds it, or caching is off).
+  void encode_ordinary(std::string_view text, MergeCache* cache, std::vector<int32_t>* out) const;
 
   BpeModel model_;
   Gpt2Pretokenizer pretokenizer_;
   MergeTable merges_;
   int32_t byte_ids_[256];  // the single-byte token of each byte
 
-  // Piece bytes -> its ids. Bounded: cleared when it reaches kMaxCacheEntries, so memory stays
-  // small on text that never repeats.
-  static constexpr size_t kMaxCacheEntries = 1 << 16;
+  // One thread at a time uses the cache: encode() takes it with try_lock for the whole call, and
+  // a thread that finds it busy encodes without it rather than waiting.
   bool cache_enabled_ = true;
   mutable std::mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> cache_;
+  mutable MergeCache cache_;
 };
 
 }  // namespace kvlm

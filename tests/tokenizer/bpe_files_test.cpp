@@ -10,8 +10,9 @@
 namespace kvlm {
 namespace {
 
-using testing::TempDir;
-using testing::write_file;
+using test::TempDir;
+
+using test::write_text;
 
 // A JSON string literal for byte-level token text (escaping only what JSON requires).
 std::string json_string(const std::string& s) {
@@ -51,9 +52,9 @@ const char kTinyMerges[] = "#version: 0.2\na b\nab c\n";
 
 Result<std::unique_ptr<Tokenizer>> load_pair(const TempDir& dir, const std::string& vocab,
                                              const std::string& merges) {
-  write_file(dir.path() / "vocab.json", vocab);
-  write_file(dir.path() / "merges.txt", merges);
-  return load_tokenizer(dir.str());
+  write_text(dir.file("vocab.json"), vocab);
+  write_text(dir.file("merges.txt"), merges);
+  return load_tokenizer(dir.path());
 }
 
 // Expects an error whose message contains every one of `parts`.
@@ -67,7 +68,7 @@ void expect_error(const Result<std::unique_ptr<Tokenizer>>& r,
 }
 
 TEST(BpeFiles, TinyVocabularyLoadsAndMerges) {
-  TempDir dir("tiny");
+  TempDir dir;
   Result<std::unique_ptr<Tokenizer>> tok = load_pair(dir, join(tiny_vocab_lines()), kTinyMerges);
   ASSERT_TRUE(tok.is_ok()) << tok.message();
   EXPECT_EQ(tok.value()->vocab_size(), 259);
@@ -78,7 +79,7 @@ TEST(BpeFiles, TinyVocabularyLoadsAndMerges) {
 }
 
 TEST(BpeFiles, CrlfMergesAndMissingVersionLineAreFine) {
-  TempDir dir("crlf");
+  TempDir dir;
   Result<std::unique_ptr<Tokenizer>> tok =
       load_pair(dir, join(tiny_vocab_lines()), "a b\r\nab c\r\n");
   ASSERT_TRUE(tok.is_ok()) << tok.message();
@@ -86,7 +87,7 @@ TEST(BpeFiles, CrlfMergesAndMissingVersionLineAreFine) {
 }
 
 TEST(BpeFiles, BadJsonNamesFileAndLine) {
-  TempDir dir("badjson");
+  TempDir dir;
   std::vector<std::string> lines = tiny_vocab_lines();
   lines[11] = "  \"j\" 9,";  // line 12: the colon is missing
   expect_error(load_pair(dir, join(lines), kTinyMerges),
@@ -94,7 +95,7 @@ TEST(BpeFiles, BadJsonNamesFileAndLine) {
 }
 
 TEST(BpeFiles, TruncatedJsonIsAnError) {
-  TempDir dir("truncated");
+  TempDir dir;
   const std::string text = join(tiny_vocab_lines());
   // Cut after a comma in the middle: the next token's name is missing.
   expect_error(load_pair(dir, text.substr(0, text.find(",\n", text.size() / 2) + 2), kTinyMerges),
@@ -104,7 +105,7 @@ TEST(BpeFiles, TruncatedJsonIsAnError) {
 }
 
 TEST(BpeFiles, NonIntegerOrNegativeIdIsAnError) {
-  TempDir dir("badid");
+  TempDir dir;
   std::vector<std::string> lines = tiny_vocab_lines();
   lines[3] = "  \"!\": 1.5,";
   expect_error(load_pair(dir, join(lines), kTinyMerges),
@@ -114,7 +115,7 @@ TEST(BpeFiles, NonIntegerOrNegativeIdIsAnError) {
 }
 
 TEST(BpeFiles, DuplicateIdNamesBothTokens) {
-  TempDir dir("dupid");
+  TempDir dir;
   std::vector<std::string> lines = tiny_vocab_lines();
   lines[258] = "  \"abc\": 5,";  // line 259 (id 257) reuses id 5, already on line 7
   expect_error(load_pair(dir, join(lines), kTinyMerges),
@@ -122,7 +123,7 @@ TEST(BpeFiles, DuplicateIdNamesBothTokens) {
 }
 
 TEST(BpeFiles, DuplicateTokenIsAnError) {
-  TempDir dir("duptoken");
+  TempDir dir;
   std::vector<std::string> lines = tiny_vocab_lines();
   lines[258] = "  \"a\": 256,";  // "a" is already id 97 (line 99)
   expect_error(load_pair(dir, join(lines), kTinyMerges),
@@ -130,7 +131,7 @@ TEST(BpeFiles, DuplicateTokenIsAnError) {
 }
 
 TEST(BpeFiles, TokenOutsideTheByteAlphabetIsAnError) {
-  TempDir dir("alphabet");
+  TempDir dir;
   std::vector<std::string> lines = tiny_vocab_lines();
   lines[258] = "  \"a\xe4\xb8\xad\": 257,";  // "a中": not byte-level text
   expect_error(load_pair(dir, join(lines), kTinyMerges),
@@ -138,7 +139,7 @@ TEST(BpeFiles, TokenOutsideTheByteAlphabetIsAnError) {
 }
 
 TEST(BpeFiles, MergeLineThatIsNotTwoTokens) {
-  TempDir dir("mergeline");
+  TempDir dir;
   const std::string vocab = join(tiny_vocab_lines());
   expect_error(load_pair(dir, vocab, "#version: 0.2\na b\nabc\n"),
                {"merges.txt line 3", "expected two tokens separated by one space", "\"abc\""});
@@ -148,7 +149,7 @@ TEST(BpeFiles, MergeLineThatIsNotTwoTokens) {
 }
 
 TEST(BpeFiles, MergeNamingAMissingToken) {
-  TempDir dir("mergetoken");
+  TempDir dir;
   const std::string vocab = join(tiny_vocab_lines());
   expect_error(load_pair(dir, vocab, "#version: 0.2\na b\nab zz\n"),
                {"merges.txt line 3", "token \"zz\"", "not in the vocabulary", "vocab.json"});
@@ -158,24 +159,24 @@ TEST(BpeFiles, MergeNamingAMissingToken) {
 }
 
 TEST(BpeFiles, MissingByteTokenIsAnError) {
-  TempDir dir("nobyte");
+  TempDir dir;
   std::vector<std::string> lines = tiny_vocab_lines();
   lines[11] = "  \"notabyte\": 10,";  // id 10 was byte 0x0A's token
   expect_error(load_pair(dir, join(lines), kTinyMerges), {"no token for byte 0x0A"});
 }
 
 TEST(BpeFiles, MissingAndUnreadableFiles) {
-  TempDir dir("missing");
-  expect_error(load_tokenizer(dir.str()),
-               {dir.str(), "no tokenizer files found", "vocab.json + merges.txt"});
-  expect_error(load_tokenizer(dir.str() + "/nowhere"), {"nowhere", "no such file or folder"});
-  write_file(dir.path() / "vocab.json", join(tiny_vocab_lines()));
-  expect_error(load_tokenizer(dir.str()), {"merges.txt", "missing"});
+  TempDir dir;
+  expect_error(load_tokenizer(dir.path()),
+               {dir.path(), "no tokenizer files found", "vocab.json + merges.txt"});
+  expect_error(load_tokenizer(dir.path() + "/nowhere"), {"nowhere", "no such file or folder"});
+  write_text(dir.file("vocab.json"), join(tiny_vocab_lines()));
+  expect_error(load_tokenizer(dir.path()), {"merges.txt", "missing"});
   // A folder where the merges file should be: exists but cannot be read as a file.
-  std::filesystem::create_directory(dir.path() / "merges.txt");
-  expect_error(load_tokenizer(dir.str()), {"merges.txt", "not a regular file"});
-  const std::string other = (dir.path() / "weights.bin").string();
-  write_file(other, "x");
+  std::filesystem::create_directory(dir.file("merges.txt"));
+  expect_error(load_tokenizer(dir.path()), {"merges.txt", "not a regular file"});
+  const std::string other = dir.file("weights.bin");
+  write_text(other, "x");
   expect_error(load_tokenizer(other), {"weights.bin", "not a tokenizer file"});
 }
 
@@ -193,35 +194,35 @@ std::string tiny_tokenizer_json(const std::string& merges_json, const std::strin
 const char kByteLevel[] = R"({"type": "ByteLevel", "add_prefix_space": false, "use_regex": true})";
 
 TEST(BpeFiles, TokenizerJsonLoadsWithEitherMergeForm) {
-  TempDir dir("tj");
+  TempDir dir;
   for (const char* merges : {R"(["a b", "ab c"])", R"([["a", "b"], ["ab", "c"]])"}) {
-    write_file(dir.path() / "tokenizer.json", tiny_tokenizer_json(merges, kByteLevel));
-    Result<std::unique_ptr<Tokenizer>> tok = load_tokenizer(dir.str());
+    write_text(dir.file("tokenizer.json"), tiny_tokenizer_json(merges, kByteLevel));
+    Result<std::unique_ptr<Tokenizer>> tok = load_tokenizer(dir.path());
     ASSERT_TRUE(tok.is_ok()) << tok.message();
     EXPECT_EQ(tok.value()->encode("abc<|endoftext|>", true), (std::vector<int32_t>{257, 258}));
   }
 }
 
 TEST(BpeFiles, TokenizerJsonErrors) {
-  TempDir dir("tjbad");
-  const std::string path = (dir.path() / "tokenizer.json").string();
-  write_file(path, tiny_tokenizer_json(R"(["a b", "ab zz"])", kByteLevel));
+  TempDir dir;
+  const std::string path = dir.file("tokenizer.json");
+  write_text(path, tiny_tokenizer_json(R"(["a b", "ab zz"])", kByteLevel));
   expect_error(load_tokenizer(path), {"tokenizer.json line", "token \"zz\""});
-  write_file(path, tiny_tokenizer_json(R"(["a b", ["ab", "c", "d"]])", kByteLevel));
+  write_text(path, tiny_tokenizer_json(R"(["a b", ["ab", "c", "d"]])", kByteLevel));
   expect_error(load_tokenizer(path), {"tokenizer.json line", "two tokens, found 3"});
-  write_file(path, tiny_tokenizer_json(R"(["a b", "abc"])", kByteLevel));
+  write_text(path, tiny_tokenizer_json(R"(["a b", "abc"])", kByteLevel));
   expect_error(load_tokenizer(path), {"tokenizer.json line", "\"abc\""});
-  write_file(path, tiny_tokenizer_json(R"(["a b"])", R"({"type": "Metaspace"})"));
+  write_text(path, tiny_tokenizer_json(R"(["a b"])", R"({"type": "Metaspace"})"));
   expect_error(load_tokenizer(path),
                {"tokenizer.json line 4", "pre_tokenizer \"Metaspace\"", "not supported"});
-  write_file(path, tiny_tokenizer_json(R"(["a b"])",
+  write_text(path, tiny_tokenizer_json(R"(["a b"])",
                                        R"({"type": "ByteLevel", "add_prefix_space": true})"));
   expect_error(load_tokenizer(path), {"add_prefix_space"});
-  write_file(path, tiny_tokenizer_json(R"(["a b"],)", kByteLevel));
+  write_text(path, tiny_tokenizer_json(R"(["a b"],)", kByteLevel));
   expect_error(load_tokenizer(path), {"tokenizer.json line", "invalid JSON"});
-  write_file(path, R"({"model": {"type": "WordPiece", "vocab": {}}})");
+  write_text(path, R"({"model": {"type": "WordPiece", "vocab": {}}})");
   expect_error(load_tokenizer(path), {"tokenizer.json line 1", "WordPiece"});
-  write_file(path, R"({"model": {}})");
+  write_text(path, R"({"model": {}})");
   expect_error(load_tokenizer(path), {"no model.vocab"});
 }
 

@@ -52,7 +52,7 @@ TEST(BpeMerge, RepeatedPairKeepsItsLastRank) {
 
 TEST(BpeMerge, HeapAndRescanAgreeOnGpt2) {
   KVLM_SKIP_WITHOUT_GPT2();
-  const auto* bpe = dynamic_cast<const ByteLevelBpe*>(&testing::gpt2());
+  const auto* bpe = dynamic_cast<const ByteLevelBpe*>(&gpt2_test::gpt2());
   ASSERT_NE(bpe, nullptr);
   // Letters, spaces and punctuation, so merges cross what would be piece boundaries and long
   // sequences exercise many merge orders.

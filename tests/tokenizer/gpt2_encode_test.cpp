@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <thread>
 
 #include "tokenizer/byte_level_bpe.h"
 #include "tokenizer/byte_unicode.h"
@@ -17,7 +18,7 @@
 namespace kvlm {
 namespace {
 
-using testing::gpt2;
+using gpt2_test::gpt2;
 
 struct Case {
   std::string text;
@@ -165,7 +166,7 @@ TEST(Gpt2Encode, RandomInputsRoundTrip) {
 
 TEST(Gpt2Encode, CacheDoesNotChangeIds) {
   KVLM_SKIP_WITHOUT_GPT2();
-  Result<std::unique_ptr<Tokenizer>> loaded = load_tokenizer(testing::gpt2_dir());
+  Result<std::unique_ptr<Tokenizer>> loaded = load_tokenizer(gpt2_test::gpt2_dir());
   ASSERT_TRUE(loaded.is_ok()) << loaded.message();
   auto* bpe = dynamic_cast<ByteLevelBpe*>(loaded.value().get());
   ASSERT_NE(bpe, nullptr);
@@ -174,6 +175,24 @@ TEST(Gpt2Encode, CacheDoesNotChangeIds) {
   const std::vector<int32_t> cached = bpe->encode(text, false);
   bpe->set_cache_enabled(false);
   EXPECT_EQ(bpe->encode(text, false), cached);
+}
+
+// The merge cache belongs to one encode at a time; others run without it. Either way the ids
+// must be the same.
+TEST(Gpt2Encode, ConcurrentEncodesAgree) {
+  KVLM_SKIP_WITHOUT_GPT2();
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "Word" + std::to_string(i % 97) + " and more words. ";
+  const std::vector<int32_t> want = gpt2().encode(text, false);
+  std::vector<std::vector<int32_t>> got(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 5; ++rep) got[t] = gpt2().encode(text, false);
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (const auto& ids : got) EXPECT_EQ(ids, want);
 }
 
 // A piece long enough for the heap merge (a 20 KB run of one symbol) gives OpenAI's ids.

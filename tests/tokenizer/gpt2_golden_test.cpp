@@ -8,40 +8,39 @@
 namespace kvlm {
 namespace {
 
-using ::kvlm::testing::gpt2_dir;
-using ::kvlm::testing::TempDir;
+using ::kvlm::gpt2_test::gpt2_dir;
+using ::kvlm::test::TempDir;
 
 // Builds a folder holding only one layout, so the factory has to use it.
 std::string make_layout(const std::string& layout, const TempDir& dir) {
   namespace fs = std::filesystem;
   if (layout == "vocab_json") {
-    fs::create_symlink(gpt2_dir() + "/vocab.json", dir.path() / "vocab.json");
-    fs::create_symlink(gpt2_dir() + "/merges.txt", dir.path() / "merges.txt");
+    fs::create_symlink(gpt2_dir() + "/vocab.json", dir.file("vocab.json"));
+    fs::create_symlink(gpt2_dir() + "/merges.txt", dir.file("merges.txt"));
   } else if (layout == "encoder_json") {
-    fs::create_symlink(gpt2_dir() + "/encoder.json", dir.path() / "encoder.json");
-    fs::create_symlink(gpt2_dir() + "/vocab.bpe", dir.path() / "vocab.bpe");
+    fs::create_symlink(gpt2_dir() + "/encoder.json", dir.file("encoder.json"));
+    fs::create_symlink(gpt2_dir() + "/vocab.bpe", dir.file("vocab.bpe"));
   } else if (layout == "tokenizer_json_strings" || layout == "tokenizer_json_pairs") {
-    testing::write_file(dir.path() / "tokenizer.json",
-                        testing::gpt2_tokenizer_json(layout == "tokenizer_json_pairs"));
+    test::write_text(dir.file("tokenizer.json"),
+                     gpt2_test::gpt2_tokenizer_json(layout == "tokenizer_json_pairs"));
   } else if (layout == "tokenizer_json_file") {
-    testing::write_file(dir.path() / "tokenizer.json", testing::gpt2_tokenizer_json(false));
-    return (dir.path() / "tokenizer.json").string();  // the file itself, not its folder
+    test::write_text(dir.file("tokenizer.json"), gpt2_test::gpt2_tokenizer_json(false));
+    return dir.file("tokenizer.json");  // the file itself, not its folder
   }
-  return dir.str();
+  return dir.path();
 }
 
 class Gpt2GoldenTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Gpt2GoldenTest, EveryCaseGivesOpenAIsIds) {
   KVLM_SKIP_WITHOUT_GPT2();
-  TempDir dir("golden");
+  TempDir dir;
   Result<std::unique_ptr<Tokenizer>> tok = load_tokenizer(make_layout(GetParam(), dir));
   ASSERT_TRUE(tok.is_ok()) << tok.message();
   EXPECT_EQ(tok.value()->vocab_size(), 50257);
   EXPECT_EQ(tok.value()->eos_id(), 50256);
   EXPECT_EQ(tok.value()->bos_id(), 50256);
-  const nlohmann::json golden =
-      nlohmann::json::parse(testing::read_file(gpt2_dir() + "/golden.json"));
+  const nlohmann::json golden = nlohmann::json::parse(test::read_text(gpt2_dir() + "/golden.json"));
   ASSERT_GE(golden.size(), 31u);
   for (const auto& c : golden) {
     const std::string text = c["text"];

@@ -1,9 +1,8 @@
-// Shared by the tokenizer tests: where GPT-2's files are, the golden cases, temp folders, and
-// GPT-2's vocabulary rewritten as a Hugging Face tokenizer.json (the shared data has none).
+// Shared by the tokenizer tests: where GPT-2's files are, the loaded GPT-2 tokenizer, and GPT-2's
+// vocabulary rewritten as a Hugging Face tokenizer.json (the shared data has none).
 #pragma once
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -11,9 +10,10 @@
 #include <sstream>
 #include <string>
 
+#include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
-namespace kvlm::testing {
+namespace kvlm::gpt2_test {
 
 inline std::string gpt2_dir() {
   return std::string(KVLM_SHARED_DATA_DIR) + "/gpt2-tokenizer";
@@ -23,49 +23,16 @@ inline bool have_gpt2() {
 }
 
 #define KVLM_SKIP_WITHOUT_GPT2()                                                      \
-  if (!::kvlm::testing::have_gpt2())                                                  \
-  GTEST_SKIP() << "GPT-2 tokenizer data not found at " << ::kvlm::testing::gpt2_dir() \
+  if (!::kvlm::gpt2_test::have_gpt2())                                                  \
+  GTEST_SKIP() << "GPT-2 tokenizer data not found at " << ::kvlm::gpt2_test::gpt2_dir() \
                << " (set by KVLM_SHARED_DATA_DIR); these tests need ../shared/data"
-
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-inline void write_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
-
-// A fresh, empty folder under the system temp dir, removed when this object goes.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag) {
-    static int counter = 0;
-    path_ = std::filesystem::temp_directory_path() /
-            ("kvlm_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-  std::string str() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 // GPT-2's vocab.json + merges.txt as one tokenizer.json, the way Hugging Face writes it, with
 // the merges either as "a b" strings or as ["a", "b"] pairs (newer files).
 inline std::string gpt2_tokenizer_json(bool pair_merges) {
-  nlohmann::json vocab = nlohmann::json::parse(read_file(gpt2_dir() + "/vocab.json"));
+  nlohmann::json vocab = nlohmann::json::parse(test::read_text(gpt2_dir() + "/vocab.json"));
   nlohmann::json merges = nlohmann::json::array();
-  std::istringstream lines(read_file(gpt2_dir() + "/merges.txt"));
+  std::istringstream lines(test::read_text(gpt2_dir() + "/merges.txt"));
   std::string line;
   while (std::getline(lines, line)) {
     if (line.empty() || line.starts_with("#version")) continue;
@@ -128,4 +95,4 @@ inline const Tokenizer& gpt2() {
   return *tok;
 }
 
-}  // namespace kvlm::testing
+}  // namespace kvlm::gpt2_test

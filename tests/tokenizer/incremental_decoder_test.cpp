@@ -31,7 +31,7 @@ TEST(CompleteUtf8Prefix, HoldsOnlyAnUnfinishedValidCharacter) {
 TEST(IncrementalDecoder, EmojiSplitAcrossTokens) {
   KVLM_SKIP_WITHOUT_GPT2();
   // "I ❤" is [40, 43074, 97] in GPT-2: token 43074 holds the first two bytes of the heart.
-  IncrementalDecoder dec(testing::gpt2());
+  IncrementalDecoder dec(gpt2_test::gpt2());
   EXPECT_EQ(dec.push(40).value(), "I");
   EXPECT_EQ(dec.push(43074).value(), " ");
   EXPECT_EQ(dec.pending_size(), 2u);
@@ -42,7 +42,7 @@ TEST(IncrementalDecoder, EmojiSplitAcrossTokens) {
 
 TEST(IncrementalDecoder, FlushReturnsAnUnfinishedCharacter) {
   KVLM_SKIP_WITHOUT_GPT2();
-  IncrementalDecoder dec(testing::gpt2());
+  IncrementalDecoder dec(gpt2_test::gpt2());
   EXPECT_EQ(dec.push(43074).value(), " ");
   EXPECT_EQ(dec.flush(), "\xe2\x9d");
   EXPECT_EQ(dec.pending_size(), 0u);
@@ -51,7 +51,7 @@ TEST(IncrementalDecoder, FlushReturnsAnUnfinishedCharacter) {
 
 TEST(IncrementalDecoder, BadIdIsAnErrorAndKeepsState) {
   KVLM_SKIP_WITHOUT_GPT2();
-  IncrementalDecoder dec(testing::gpt2());
+  IncrementalDecoder dec(gpt2_test::gpt2());
   ASSERT_TRUE(dec.push(43074).is_ok());
   Result<std::string> bad = dec.push(60000);
   ASSERT_FALSE(bad.is_ok());
@@ -63,7 +63,7 @@ TEST(IncrementalDecoder, BadIdIsAnErrorAndKeepsState) {
 // the chunks plus the final flush are exactly decode(ids).
 TEST(IncrementalDecoder, RandomStreamsAddUpToDecode) {
   KVLM_SKIP_WITHOUT_GPT2();
-  const Tokenizer& tok = testing::gpt2();
+  const Tokenizer& tok = gpt2_test::gpt2();
   std::mt19937 rng(99);
   for (int iter = 0; iter < 300; ++iter) {
     std::vector<int32_t> ids;

@@ -10,5 +10,7 @@ void add_demo_command(CLI::App& app, int* exit_code);
 void add_generate_command(CLI::App& app, int* exit_code);
 void add_logits_command(CLI::App& app, int* exit_code);
 void add_kv_size_command(CLI::App& app, int* exit_code);
+void add_tokenize_command(CLI::App& app, int* exit_code);
+void add_detokenize_command(CLI::App& app, int* exit_code);
 
 }  // namespace kvlm::cli
