@@ -114,5 +114,38 @@ TEST(LlamaStories, EmptyPromptStartsFromBos) {
   EXPECT_EQ(run->output.back(), '\n');
 }
 
+// The same through the command-line program: run.c's `-n 200` is `--steps 200`, or
+// `--max-new` = 200 + 1 - (prompt ids, BOS included).
+TEST(LlamaStories, CliGenerateMatchesRunC) {
+  REQUIRE_STORIES(dir);
+  const auto golden = nlohmann::json::parse(test::read_text(dir + "/golden.json"));
+  const std::string files =
+      "--model '" + dir + "/stories260K.bin' --tokenizer '" + dir + "/tok512.bin' ";
+  for (const auto& c : golden["cases"]) {
+    const std::string prompt = c["prompt"].get<std::string>();
+    const std::string expected = c["stdout"].get<std::string>();
+    const int steps = c["steps"].get<int>();
+    const int max_new = llama2c_steps_to_max_new(steps, c["prompt_ids"].size());
+    for (const std::string& count :
+         {"--steps " + std::to_string(steps), "--max-new " + std::to_string(max_new)}) {
+      const test::CommandResult r = test::run_kvlm("generate " + files + "--prompt '" + prompt +
+                                                   "' " + count + " --temperature 0 --threads 1");
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_EQ(r.out, expected) << prompt << " " << count;
+    }
+  }
+}
+
+TEST(LlamaStories, CliDemoShowsTheGqaLever) {
+  REQUIRE_STORIES(dir);
+  const test::CommandResult r =
+      test::run_kvlm("demo --model '" + dir + "/stories260K.bin' --threads 1");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("8 heads (4 KV heads)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tokens identical (cached vs uncached): yes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1280 bytes per token"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("grouped-query attention saves 2.0x"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace kvlm
