@@ -26,11 +26,16 @@ struct StepLogits {
 };
 
 StepLogits run(Model& model, const std::vector<std::vector<int32_t>>& prompts, bool cached,
-               int n_new, int threads) {
+               int n_new, int threads, int paged_block_size = 0) {
   StepLogits out;
   GenerateOptions options;
   options.max_new_tokens = n_new;
   options.use_cache = cached;
+  if (paged_block_size > 0) {
+    PagedGenerateOptions paged;
+    paged.block_size = paged_block_size;
+    options.paged = paged;
+  }
   options.observe = [&](int step, int seq, std::span<const float> logits) {
     if (out.logits.size() <= static_cast<size_t>(step)) out.logits.resize(step + 1);
     auto& row = out.logits[step];
@@ -114,6 +119,22 @@ TEST_P(LlamaExactness, CachedEqualsUncachedBitwiseAtEveryStep) {
       EXPECT_TRUE(bitwise_equal(cached.logits[step][s], uncached.logits[step][s]))
           << "step " << step << " seq " << s << " max diff "
           << max_abs_diff(cached.logits[step][s], uncached.logits[step][s]);
+}
+
+// The paged cache hands attention several runs of positions (one per block); the Llama path
+// must give the same bits as with one contiguous run, shared prompt prefixes included.
+TEST_P(LlamaExactness, PagedCacheEqualsContiguousBitwise) {
+  std::vector<std::vector<int32_t>> prompts = kPrompts;
+  prompts.push_back({7, 3, 19, 1, 25, 8, 11, 4, 30});  // shares a prefix with prompt 1
+  const StepLogits contiguous = run(*model_, prompts, true, 10, 1);
+  for (int block : {1, 3, 4}) {
+    const StepLogits paged = run(*model_, prompts, true, 10, 1, block);
+    EXPECT_EQ(paged.tokens, contiguous.tokens) << "block " << block;
+    for (size_t step = 0; step < paged.logits.size(); ++step)
+      for (size_t s = 0; s < prompts.size(); ++s)
+        EXPECT_TRUE(bitwise_equal(paged.logits[step][s], contiguous.logits[step][s]))
+            << "block " << block << " step " << step << " seq " << s;
+  }
 }
 
 TEST_P(LlamaExactness, BatchAndThreadInvariantBitwise) {
@@ -241,10 +262,12 @@ TEST(LlamaFormats, SlidingWindow) {
   const StepLogits b = run(*wide, prompts, true, 6, 1);
   const StepLogits c = run(*narrow, prompts, true, 6, 1);
   const StepLogits c_uncached = run(*narrow, prompts, false, 6, 1);
+  const StepLogits c_paged = run(*narrow, prompts, true, 6, 1, 3);  // window cuts inside blocks
   for (size_t step = 0; step < a.logits.size(); ++step) {
     EXPECT_TRUE(bitwise_equal(a.logits[step][0], b.logits[step][0])) << step;
     EXPECT_GT(max_abs_diff(a.logits[step][0], c.logits[step][0]), 1e-4f) << step;
     EXPECT_TRUE(bitwise_equal(c.logits[step][0], c_uncached.logits[step][0])) << step;
+    EXPECT_TRUE(bitwise_equal(c.logits[step][0], c_paged.logits[step][0])) << step;
   }
 }
 
