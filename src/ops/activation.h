@@ -6,6 +6,10 @@
 namespace kvlm {
 
 // GPT-2's gelu_new (tanh form): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in place.
+// SIMD, dispatched at run time; each element's result depends only on its value.
 void gelu_forward(float* x, size_t n);
+
+// Scalar reference (std::tanh), to check the fast kernel against.
+void gelu_reference(float* x, size_t n);
 
 }  // namespace kvlm

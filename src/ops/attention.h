@@ -23,7 +23,12 @@ struct KvRun {
 
 // out [H * D] = softmax(q k^T / sqrt(D)) v for every head, over all positions of `runs`.
 // scratch must hold P floats. Heads are independent; positions are reduced in order.
+// SIMD, dispatched at run time.
 void attention_forward(float* out, const float* q, std::span<const KvRun> runs, float* scratch,
                        int n_head, int n_kv_head, int head_dim);
+
+// Scalar reference (double precision), to check the fast kernel against.
+void attention_reference(float* out, const float* q, std::span<const KvRun> runs, int n_head,
+                         int n_kv_head, int head_dim);
 
 }  // namespace kvlm

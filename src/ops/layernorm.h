@@ -4,7 +4,12 @@
 namespace kvlm {
 
 // out [T, C] = (x - mean) / sqrt(var + eps) * weight + bias, per row. out may equal x.
+// SIMD, dispatched at run time; each row's result depends only on that row.
 void layernorm_forward(float* out, const float* x, const float* weight, const float* bias,
                        int n_rows, int n_embd, float eps);
+
+// Scalar reference (double precision), to check the fast kernel against.
+void layernorm_reference(float* out, const float* x, const float* weight, const float* bias,
+                         int n_rows, int n_embd, float eps);
 
 }  // namespace kvlm

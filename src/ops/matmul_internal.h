@@ -1,11 +1,19 @@
-// Kernel variants behind matmul_forward's dispatch (not part of the ops API).
+// The kernel variants behind matmul_forward, exposed so tests can check that they give the
+// same bits and benchmarks can time each (not part of the ops API).
 #pragma once
 
 #include "ops/matmul.h"
 
 namespace kvlm {
 
-void matmul_portable(float* out, const float* x, const WeightMatrix& w, const float* bias,
-                     int n_rows, const Parallel& par);
+enum class MatmulPath {
+  kAuto,       // what matmul_forward does: chosen from the row count
+  kRowStream,  // kInOut: streams weight rows once, accumulators in L1 (decode, few rows)
+  kTiled,      // kInOut: register tiles of rows x columns over the whole reduction (prefill)
+};
+
+// matmul_forward with the kInOut variant forced (kOutIn has one variant and ignores `path`).
+void matmul_forward_path(float* out, const float* x, const WeightMatrix& w, const float* bias,
+                         int n_rows, const Parallel& par, MatmulPath path);
 
 }  // namespace kvlm

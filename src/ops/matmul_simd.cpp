@@ -1,0 +1,396 @@
+// SIMD matmul kernels, compiled once per Highway target (foreach_target.h re-includes this
+// file) and dispatched at run time. Every variant keeps the per-output reduction order that
+// matmul.h states, so which variant runs, how many rows it takes at once and how the outputs
+// are split over threads never change a bit of the result.
+//
+// kInOut ([I, O], GPT-2's Conv1D), two variants, each a chain acc = fma(x[i], W[i][o], acc)
+// in increasing i, vectorised across o:
+//   row stream: each thread owns a contiguous range of columns and reads the weight rows
+//     W[i][range] in order, with the accumulators of up to 8 rows in an L1 buffer. Every
+//     weight byte crosses the memory bus once in a sequential stream: the decode kernel.
+//   tiled: register tiles of 6 rows x 2 vectors (4 on 32-register targets) that run the whole
+//     reduction in registers, each weight vector feeding 6 rows: the prefill kernel.
+// kOutIn ([O, I], the output head and nn.Linear): 16-lane dot products over contiguous rows,
+//   several outputs (and rows) per tile so that independent chains hide the fma latency.
+#include <omp.h>
+
+#include <algorithm>
+
+#include "ops/matmul_internal.h"
+
+// Highway: simd_targets.h before any hwy header, then foreach_target.h re-includes this
+// file once per target (HWY_TARGET_INCLUDE).
+// clang-format off
+#include "ops/simd_targets.h"
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/matmul_simd.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+// clang-format on
+#include "ops/simd_weights-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kvlm {
+namespace HWY_NAMESPACE {
+namespace {
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+constexpr size_t kN = hn::MaxLanes(DF());
+
+// Vector registers the tiles may fill: 32 on AVX-512 and NEON, 16 on the others.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_NEON
+constexpr int kVecRegs = 32;
+#else
+constexpr int kVecRegs = 16;
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// kInOut, tiled: out[r][col, col + n_cols) for R rows, the whole reduction in registers.
+
+constexpr int kTileRows = 6;
+constexpr int kTileVecs = kVecRegs == 32 ? 4 : 2;
+constexpr size_t kTileCols = kTileVecs * kN;
+
+// kPartial: one vector (NV == 1) of n_cols < kN columns, read and written through buffers.
+template <int R, int NV, bool kPartial, typename WT>
+HWY_INLINE void InOutTile(float* HWY_RESTRICT out, const float* HWY_RESTRICT x,
+                          const WT* HWY_RESTRICT w, const float* HWY_RESTRICT bias, size_t n_in,
+                          size_t n_out, size_t col, size_t n_cols) {
+  static_assert(!kPartial || NV == 1, "a partial tile is one vector wide");
+  const DF df;
+  VF acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = hn::Zero(df);
+  const WT* HWY_RESTRICT wp = w + col;
+  for (size_t i = 0; i < n_in; ++i, wp += n_out) {
+    VF wv[NV];
+    for (int v = 0; v < NV; ++v)
+      wv[v] = kPartial ? LoadWeightsN(df, wp, n_cols) : LoadWeights(df, wp + v * kN);
+    for (int r = 0; r < R; ++r) {
+      const VF xr = hn::Set(df, x[r * n_in + i]);
+      for (int v = 0; v < NV; ++v) acc[r][v] = hn::MulAdd(xr, wv[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int v = 0; v < NV; ++v) {
+      float* o = out + r * n_out + col + v * kN;
+      VF sum = acc[r][v];
+      if (bias) {
+        const float* b = bias + col + v * kN;
+        sum = hn::Add(sum, kPartial ? LoadWeightsN(df, b, n_cols) : hn::LoadU(df, b));
+      }
+      if (kPartial) {
+        StorePartial(sum, df, o, n_cols);
+      } else {
+        hn::StoreU(sum, df, o);
+      }
+    }
+  }
+}
+
+// All rows of one column strip: full tiles of kTileRows, then one tile of the rest.
+template <int NV, bool kPartial, typename WT>
+void InOutStrip(float* out, const float* x, const WT* w, const float* bias, size_t n_rows,
+                size_t n_in, size_t n_out, size_t col, size_t n_cols) {
+  size_t r = 0;
+  for (; r + kTileRows <= n_rows; r += kTileRows)
+    InOutTile<kTileRows, NV, kPartial>(out + r * n_out, x + r * n_in, w, bias, n_in, n_out, col,
+                                       n_cols);
+  float* o = out + r * n_out;
+  const float* xr = x + r * n_in;
+  switch (n_rows - r) {
+    case 1:
+      return InOutTile<1, NV, kPartial>(o, xr, w, bias, n_in, n_out, col, n_cols);
+    case 2:
+      return InOutTile<2, NV, kPartial>(o, xr, w, bias, n_in, n_out, col, n_cols);
+    case 3:
+      return InOutTile<3, NV, kPartial>(o, xr, w, bias, n_in, n_out, col, n_cols);
+    case 4:
+      return InOutTile<4, NV, kPartial>(o, xr, w, bias, n_in, n_out, col, n_cols);
+    case 5:
+      return InOutTile<5, NV, kPartial>(o, xr, w, bias, n_in, n_out, col, n_cols);
+    default:
+      return;
+  }
+}
+static_assert(kTileRows == 6, "InOutStrip's switch covers 1..kTileRows-1 leftover rows");
+
+template <typename WT>
+void InOutTiled(float* out, const float* x, const WT* w, const float* bias, size_t n_rows,
+                size_t n_in, size_t n_out, int n_threads) {
+  // Tasks: full strips of kTileCols columns, then the leftover columns one vector at a time.
+  const size_t n_strips = n_out / kTileCols;
+  const size_t tail0 = n_strips * kTileCols;
+  const size_t n_tasks = n_strips + (n_out - tail0 + kN - 1) / kN;
+#pragma omp parallel for num_threads(n_threads) schedule(static)
+  for (size_t t = 0; t < n_tasks; ++t) {
+    if (t < n_strips) {
+      InOutStrip<kTileVecs, false>(out, x, w, bias, n_rows, n_in, n_out, t * kTileCols, kTileCols);
+      continue;
+    }
+    const size_t col = tail0 + (t - n_strips) * kN;
+    const size_t n_cols = std::min(kN, n_out - col);
+    if (n_cols == kN) {
+      InOutStrip<1, false>(out, x, w, bias, n_rows, n_in, n_out, col, n_cols);
+    } else {
+      InOutStrip<1, true>(out, x, w, bias, n_rows, n_in, n_out, col, n_cols);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// kInOut, row stream: columns [c0, c1) of R rows, in chunks whose accumulators fit in L1.
+
+constexpr size_t kStreamAccFloats = 2048;  // 8 KB of accumulators
+constexpr int kStreamMaxRows = 8;
+
+// One step of the reduction over kIU consecutive weight rows for `nv` full vectors and, when
+// n_tail > 0, one partial vector after them. The kIU fmas into an accumulator run in i order.
+template <int R, int kIU, typename WT>
+HWY_INLINE void InOutStreamStep(float* HWY_RESTRICT acc, size_t acc_stride,
+                                const float* HWY_RESTRICT x, size_t n_in,
+                                const WT* HWY_RESTRICT wrow, size_t n_out, size_t nv,
+                                size_t n_tail) {
+  const DF df;
+  VF xb[R][kIU];
+  for (int r = 0; r < R; ++r)
+    for (int k = 0; k < kIU; ++k) xb[r][k] = hn::Set(df, x[r * n_in + k]);
+  for (size_t v = 0; v <= nv; ++v) {
+    if (v == nv && n_tail == 0) break;
+    VF wv[kIU];
+    for (int k = 0; k < kIU; ++k) {
+      const WT* p = wrow + k * n_out + v * kN;
+      wv[k] = v < nv ? LoadWeights(df, p) : LoadWeightsN(df, p, n_tail);
+    }
+    for (int r = 0; r < R; ++r) {
+      float* HWY_RESTRICT a = acc + r * acc_stride + v * kN;
+      VF sum = hn::Load(df, a);
+      for (int k = 0; k < kIU; ++k) sum = hn::MulAdd(xb[r][k], wv[k], sum);
+      hn::Store(sum, df, a);
+    }
+  }
+}
+
+template <int R, typename WT>
+void InOutStreamRange(float* out, const float* x, const WT* w, const float* bias, size_t n_in,
+                      size_t n_out, size_t c0, size_t c1) {
+  // Four weight rows per pass halves the accumulator traffic; more rows would spill the
+  // broadcast x values once R grows.
+  constexpr int kIU = R <= 2 ? 4 : 2;
+  const DF df;
+  HWY_ALIGN float acc[kStreamAccFloats];
+  const size_t chunk = std::max(kN, kStreamAccFloats / R / kN * kN);
+  for (size_t cb = c0; cb < c1; cb += chunk) {
+    const size_t nc = std::min(chunk, c1 - cb);
+    const size_t nv = nc / kN, n_tail = nc % kN;
+    const size_t stride = (nv + (n_tail ? 1 : 0)) * kN;
+    for (size_t k = 0; k < R * stride; k += kN) hn::Store(hn::Zero(df), df, acc + k);
+    size_t i = 0;
+    for (; i + kIU <= n_in; i += kIU)
+      InOutStreamStep<R, kIU>(acc, stride, x + i, n_in, w + i * n_out + cb, n_out, nv, n_tail);
+    for (; i < n_in; ++i)
+      InOutStreamStep<R, 1>(acc, stride, x + i, n_in, w + i * n_out + cb, n_out, nv, n_tail);
+    for (int r = 0; r < R; ++r) {
+      for (size_t v = 0; v * kN < nc; ++v) {
+        const size_t col = cb + v * kN;
+        const size_t n = std::min(kN, c1 - col);
+        VF sum = hn::Load(df, acc + r * stride + v * kN);
+        if (bias)
+          sum = hn::Add(sum, n == kN ? hn::LoadU(df, bias + col) : LoadWeightsN(df, bias + col, n));
+        float* o = out + r * n_out + col;
+        if (n == kN) {
+          hn::StoreU(sum, df, o);
+        } else {
+          StorePartial(sum, df, o, n);
+        }
+      }
+    }
+  }
+}
+
+template <typename WT>
+void InOutStream(float* out, const float* x, const WT* w, const float* bias, size_t n_rows,
+                 size_t n_in, size_t n_out, int n_threads) {
+  const size_t n_vecs = (n_out + kN - 1) / kN;
+#pragma omp parallel num_threads(n_threads)
+  {
+    // Each thread one contiguous range of whole vectors: sequential weight reads.
+    const size_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const size_t c0 = n_vecs * t / nt * kN;
+    const size_t c1 = std::min(n_out, n_vecs * (t + 1) / nt * kN);
+    for (size_t r = 0; r < n_rows && c0 < c1; r += kStreamMaxRows) {
+      float* o = out + r * n_out;
+      const float* xr = x + r * n_in;
+      switch (std::min<size_t>(kStreamMaxRows, n_rows - r)) {
+        case 1:
+          InOutStreamRange<1>(o, xr, w, bias, n_in, n_out, c0, c1);
+          break;
+        case 2:
+          InOutStreamRange<2>(o, xr, w, bias, n_in, n_out, c0, c1);
+          break;
+        case 3:
+          InOutStreamRange<3>(o, xr, w, bias, n_in, n_out, c0, c1);
+          break;
+        case 4:
+          InOutStreamRange<4>(o, xr, w, bias, n_in, n_out, c0, c1);
+          break;
+        case 5:
+          InOutStreamRange<5>(o, xr, w, bias, n_in, n_out, c0, c1);
+          break;
+        case 6:
+          InOutStreamRange<6>(o, xr, w, bias, n_in, n_out, c0, c1);
+          break;
+        case 7:
+          InOutStreamRange<7>(o, xr, w, bias, n_in, n_out, c0, c1);
+          break;
+        default:
+          InOutStreamRange<8>(o, xr, w, bias, n_in, n_out, c0, c1);
+          break;
+      }
+    }
+  }
+}
+static_assert(kStreamMaxRows == 8, "InOutStream's switch covers 1..8 rows");
+
+// ---------------------------------------------------------------------------------------------
+// kOutIn: 16-lane dot products (the lane structure of matmul.h, whatever the vector width).
+
+using DD = hn::CappedTag<float, 16>;
+using VD = hn::Vec<DD>;
+constexpr size_t kDN = hn::MaxLanes(DD());
+constexpr int kDotVecs = static_cast<int>(16 / kDN);
+static_assert(16 % kDN == 0, "the 16 dot-product lanes must be whole vectors");
+
+// Tiles: outputs x rows, their accumulators kept within about half the registers.
+constexpr int kDotOuts1 = std::clamp(kVecRegs / 2 / kDotVecs, 1, 8);  // one row
+constexpr int kDotOutsN = 2;                                          // several rows
+constexpr int kDotRowsN = std::clamp((kVecRegs == 32 ? 16 : 12) / (2 * kDotVecs), 1, 4);
+
+// The fixed reduction of the 16 lanes (matmul.h).
+HWY_INLINE float SumLanes16(const VD* acc) {
+  const DD dd;
+  float s[16];
+  for (int k = 0; k < kDotVecs; ++k) hn::StoreU(acc[k], dd, s + k * kDN);
+  float t[8], u[4];
+  for (int l = 0; l < 8; ++l) t[l] = s[l] + s[l + 8];
+  for (int l = 0; l < 4; ++l) u[l] = t[l] + t[l + 4];
+  return (u[0] + u[2]) + (u[1] + u[3]);
+}
+
+// One 16-element step for RO outputs x RR rows; x rows at stride x_stride, weight rows at
+// stride w_stride.
+template <int RO, int RR, typename WT>
+HWY_INLINE void OutInStep(VD (&acc)[RO][RR][kDotVecs], const float* HWY_RESTRICT x, size_t x_stride,
+                          const WT* HWY_RESTRICT w, size_t w_stride) {
+  const DD dd;
+  for (int k = 0; k < kDotVecs; ++k) {
+    VD xv[RR];
+    for (int rr = 0; rr < RR; ++rr) xv[rr] = hn::LoadU(dd, x + rr * x_stride + k * kDN);
+    for (int ro = 0; ro < RO; ++ro) {
+      const VD wv = LoadWeights(dd, w + ro * w_stride + k * kDN);
+      for (int rr = 0; rr < RR; ++rr) acc[ro][rr][k] = hn::MulAdd(xv[rr], wv, acc[ro][rr][k]);
+    }
+  }
+}
+
+// out[r][o] for RO outputs starting at w's row o0 and RR rows of x.
+template <int RO, int RR, typename WT>
+HWY_INLINE void OutInTile(float* HWY_RESTRICT out, const float* HWY_RESTRICT x,
+                          const WT* HWY_RESTRICT w, const float* HWY_RESTRICT bias, size_t n_in,
+                          size_t n_out) {
+  const DD dd;
+  VD acc[RO][RR][kDotVecs];
+  for (int ro = 0; ro < RO; ++ro)
+    for (int rr = 0; rr < RR; ++rr)
+      for (int k = 0; k < kDotVecs; ++k) acc[ro][rr][k] = hn::Zero(dd);
+  const size_t n_main = n_in / 16 * 16;
+  for (size_t i = 0; i < n_main; i += 16) OutInStep<RO, RR>(acc, x + i, n_in, w + i, n_in);
+  if (n_main < n_in) {  // the last n_in % 16 elements, zero-padded to 16 lanes
+    float xt[RR][16] = {};
+    WT wt[RO][16] = {};
+    for (int rr = 0; rr < RR; ++rr) std::copy(x + rr * n_in + n_main, x + rr * n_in + n_in, xt[rr]);
+    for (int ro = 0; ro < RO; ++ro) std::copy(w + ro * n_in + n_main, w + ro * n_in + n_in, wt[ro]);
+    OutInStep<RO, RR>(acc, xt[0], 16, wt[0], 16);
+  }
+  for (int rr = 0; rr < RR; ++rr)
+    for (int ro = 0; ro < RO; ++ro) {
+      const float dot = SumLanes16(acc[ro][rr]);
+      out[rr * n_out + ro] = bias ? dot + bias[ro] : dot;
+    }
+}
+
+// RO outputs (w and bias already offset to the first) for all rows, RR rows at a time.
+template <int RO, int RR, typename WT>
+void OutInOutputs(float* out, const float* x, const WT* w, const float* bias, size_t n_rows,
+                  size_t n_in, size_t n_out) {
+  size_t r = 0;
+  for (; r + RR <= n_rows; r += RR)
+    OutInTile<RO, RR>(out + r * n_out, x + r * n_in, w, bias, n_in, n_out);
+  for (; r < n_rows; ++r) OutInTile<RO, 1>(out + r * n_out, x + r * n_in, w, bias, n_in, n_out);
+}
+
+template <int RO, int RR, typename WT>
+void OutInAll(float* out, const float* x, const WT* w, const float* bias, size_t n_rows,
+              size_t n_in, size_t n_out, int n_threads) {
+  const size_t n_tiles = (n_out + RO - 1) / RO;
+#pragma omp parallel for num_threads(n_threads) schedule(static)
+  for (size_t t = 0; t < n_tiles; ++t) {
+    const size_t o0 = t * RO;
+    if (o0 + RO <= n_out) {
+      OutInOutputs<RO, RR>(out + o0, x, w + o0 * n_in, bias ? bias + o0 : nullptr, n_rows, n_in,
+                           n_out);
+      continue;
+    }
+    for (size_t o = o0; o < n_out; ++o)
+      OutInOutputs<1, RR>(out + o, x, w + o * n_in, bias ? bias + o : nullptr, n_rows, n_in, n_out);
+  }
+}
+
+}  // namespace
+
+void MatmulImpl(float* out, const float* x, const WeightMatrix& w, const float* bias, int n_rows,
+                int n_threads, MatmulPath path) {
+  if (n_rows <= 0 || w.n_out <= 0) return;
+  n_threads = std::max(n_threads, 1);
+  const size_t T = n_rows, I = w.n_in, O = w.n_out;
+  VisitWeights(w.data, w.dtype, [&](const auto* wt) {
+    if (w.layout == WeightLayout::kOutIn) {
+      if (T == 1) {
+        OutInAll<kDotOuts1, 1>(out, x, wt, bias, T, I, O, n_threads);
+      } else {
+        OutInAll<kDotOutsN, kDotRowsN>(out, x, wt, bias, T, I, O, n_threads);
+      }
+      return;
+    }
+    if (path == MatmulPath::kAuto)
+      path = T <= kStreamMaxRows ? MatmulPath::kRowStream : MatmulPath::kTiled;
+    if (path == MatmulPath::kRowStream) {
+      InOutStream(out, x, wt, bias, T, I, O, n_threads);
+    } else {
+      InOutTiled(out, x, wt, bias, T, I, O, n_threads);
+    }
+  });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvlm
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvlm {
+
+HWY_EXPORT(MatmulImpl);
+
+void matmul_forward_path(float* out, const float* x, const WeightMatrix& w, const float* bias,
+                         int n_rows, const Parallel& par, MatmulPath path) {
+  HWY_DYNAMIC_DISPATCH(MatmulImpl)(out, x, w, bias, n_rows, par.n_threads, path);
+}
+
+void matmul_forward(float* out, const float* x, const WeightMatrix& w, const float* bias,
+                    int n_rows, const Parallel& par) {
+  matmul_forward_path(out, x, w, bias, n_rows, par, MatmulPath::kAuto);
+}
+
+}  // namespace kvlm
+#endif  // HWY_ONCE

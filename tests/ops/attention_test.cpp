@@ -1,0 +1,112 @@
+// Attention on every SIMD target: close to the double-precision reference for head widths
+// around the vector length, several head groupings and position counts, misaligned rows; and
+// bitwise the same however the positions are split into runs (contiguous vs paged caches).
+#include "ops/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "ops/for_each_target.h"
+
+namespace kvlm {
+namespace {
+
+struct Case {
+  int n_head, n_kv_head, head_dim, n_positions;
+};
+
+struct Data {
+  std::vector<float> q, k, v;  // q [H * D] at offset; k, v [P, G * D] at offset
+  int offset = 0;
+};
+
+Data make_data(const Case& c, int offset, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Data d;
+  d.offset = offset;
+  const size_t kv = static_cast<size_t>(c.n_positions) * c.n_kv_head * c.head_dim;
+  d.q.resize(offset + c.n_head * c.head_dim);
+  d.k.resize(offset + kv);
+  d.v.resize(offset + kv);
+  for (auto* vec : {&d.q, &d.k, &d.v})
+    for (float& f : *vec) f = normal(rng);
+  return d;
+}
+
+// Splits positions [0, P) into runs at the given cut points.
+std::vector<KvRun> split(const Case& c, const Data& d, const std::vector<int>& cuts) {
+  const size_t row = static_cast<size_t>(c.n_kv_head) * c.head_dim;
+  std::vector<KvRun> runs;
+  int start = 0;
+  std::vector<int> ends = cuts;
+  ends.push_back(c.n_positions);
+  for (int end : ends) {
+    if (end <= start || end > c.n_positions) continue;
+    runs.push_back(
+        {d.k.data() + d.offset + start * row, d.v.data() + d.offset + start * row, end - start});
+    start = end;
+  }
+  return runs;
+}
+
+TEST(AttentionTest, MatchesTheReferenceAndIgnoresHowPositionsAreSplit) {
+  std::mt19937 rng(13);
+  std::vector<Case> cases;
+  for (int D = 1; D <= 40; ++D) cases.push_back({2, 1, D, 1 + D % 7});
+  for (int P : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33, 100})
+    for (auto [H, G] : {std::pair{1, 1}, {4, 2}, {3, 3}, {4, 1}}) cases.push_back({H, G, 64, P});
+  cases.push_back({12, 12, 64, 300});
+  cases.push_back({4, 2, 80, 50});
+  cases.push_back({2, 2, 128, 37});
+  for_each_target([&](const SimdTarget&) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE("H " + std::to_string(c.n_head) + " G " + std::to_string(c.n_kv_head) + " D " +
+                   std::to_string(c.head_dim) + " P " + std::to_string(c.n_positions));
+      const int offset = (c.head_dim + c.n_positions) % 4;
+      const Data d = make_data(c, offset, rng);
+      const float* q = d.q.data() + offset;
+      const size_t n_out = static_cast<size_t>(c.n_head) * c.head_dim;
+      std::vector<float> scratch(c.n_positions + 1, 0.0f), want(n_out);
+      std::vector<float> one_run(n_out + 1, 9.0f);
+      attention_forward(one_run.data(), q, split(c, d, {}), scratch.data(), c.n_head, c.n_kv_head,
+                        c.head_dim);
+      ASSERT_EQ(one_run.back(), 9.0f) << "wrote past the end of out";
+      attention_reference(want.data(), q, split(c, d, {}), c.n_head, c.n_kv_head, c.head_dim);
+      for (size_t i = 0; i < n_out; ++i)  // out is an average of values of about unit size
+        ASSERT_NEAR(one_run[i], want[i], 2e-5f) << "output " << i;
+      // Runs of 1, of 3, and uneven splits: the same bits.
+      std::vector<std::vector<int>> splits = {{}, {1}, {c.n_positions / 2}, {3, 4, 11}};
+      std::vector<int> ones, threes;
+      for (int p = 1; p < c.n_positions; ++p) ones.push_back(p);
+      for (int p = 3; p < c.n_positions; p += 3) threes.push_back(p);
+      splits.push_back(ones);
+      splits.push_back(threes);
+      for (const auto& cuts : splits) {
+        std::vector<float> got(n_out);
+        attention_forward(got.data(), q, split(c, d, cuts), scratch.data(), c.n_head, c.n_kv_head,
+                          c.head_dim);
+        ASSERT_EQ(std::memcmp(got.data(), one_run.data(), n_out * 4), 0)
+            << "split into " << split(c, d, cuts).size() << " runs";
+      }
+    }
+  });
+}
+
+TEST(AttentionTest, OnePositionReturnsItsValue) {
+  const Case c{2, 1, 5, 1};
+  std::mt19937 rng(2);
+  const Data d = make_data(c, 0, rng);
+  for_each_target([&](const SimdTarget&) {
+    std::vector<float> out(10), scratch(1);
+    attention_forward(out.data(), d.q.data(), split(c, d, {}), scratch.data(), 2, 1, 5);
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < 5; ++i) EXPECT_EQ(out[h * 5 + i], d.v[i]);  // softmax of one = 1
+  });
+}
+
+}  // namespace
+}  // namespace kvlm
