@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "kv/kv_size.h"
+#include "model/llama2c.h"
 
 namespace kvlm::cli {
 namespace {
@@ -86,6 +87,12 @@ Result<kv::KvGeometry> load_geometry(const KvSizeOptions& o, std::string* source
     return kv::kv_geometry_from_preset(o.preset);
   }
   std::string path = o.config_path;
+  if (std::filesystem::is_regular_file(o.model_dir)) {  // a llama2.c model.bin: read its header
+    auto json = llama2c_config_json(o.model_dir);
+    if (!json) return json.status();
+    *source = o.model_dir;
+    return kv::kv_geometry_from_config_text(json.value(), o.model_dir);
+  }
   if (!o.model_dir.empty()) {
     path = (std::filesystem::path(o.model_dir) / "config.json").string();
     if (!std::filesystem::is_regular_file(path)) {
