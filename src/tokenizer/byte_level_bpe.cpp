@@ -1,6 +1,8 @@
 #include "tokenizer/byte_level_bpe.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 
 namespace kvlm {
 
@@ -9,26 +11,41 @@ Result<std::unique_ptr<ByteLevelBpe>> ByteLevelBpe::create(BpeModel model) {
   KVLM_RETURN_IF_ERROR(pretokenizer);
   auto bpe = std::unique_ptr<ByteLevelBpe>(
       new ByteLevelBpe(std::move(model), std::move(pretokenizer).value()));
+  const BpeModel& m = bpe->model_;
+  const auto n_vocab = static_cast<int32_t>(m.tokens.size());
+  auto in_vocab = [&](int32_t id) { return id >= 0 && id < n_vocab && m.present[id]; };
+  if (m.present.size() != m.tokens.size()) {
+    return Status::error(m.source + ": internal error: token and presence lists differ in size");
+  }
+  for (const MergeRule& r : m.merges) {
+    if (!in_vocab(r.left) || !in_vocab(r.right) || !in_vocab(r.merged)) {
+      return Status::error(m.source + ": a merge refers to an id outside the vocabulary");
+    }
+  }
   // Special tokens are only produced by allow_special, never by merging ordinary text, so a
   // special token whose text is one byte must not stand for that byte.
-  std::vector<bool> special(bpe->model_.tokens.size(), false);
-  for (int32_t id : bpe->model_.special_ids) special[id] = true;
-  for (int b = 0; b < 256; ++b) bpe->byte_ids_[b] = -1;
-  for (size_t id = 0; id < bpe->model_.tokens.size(); ++id) {
-    const std::string& t = bpe->model_.tokens[id];
-    if (bpe->model_.present[id] && !special[id] && t.size() == 1) {
+  std::vector<bool> special(m.tokens.size(), false);
+  for (int32_t id : m.special_ids) {
+    if (!in_vocab(id)) {
+      return Status::error(m.source + ": special token id " + std::to_string(id) +
+                           " is outside the vocabulary");
+    }
+    special[id] = true;
+  }
+  std::fill(std::begin(bpe->byte_ids_), std::end(bpe->byte_ids_), -1);
+  for (int32_t id = 0; id < n_vocab; ++id) {
+    const std::string& t = m.tokens[id];
+    if (m.present[id] && !special[id] && t.size() == 1) {
       int32_t& slot = bpe->byte_ids_[static_cast<unsigned char>(t[0])];
-      if (slot < 0) slot = static_cast<int32_t>(id);
+      if (slot < 0) slot = id;
     }
   }
   for (int b = 0; b < 256; ++b) {
     if (bpe->byte_ids_[b] < 0) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf,
-                    "%s: the vocabulary has no token for byte 0x%02X (a byte-level BPE "
-                    "vocabulary needs all 256)",
-                    bpe->model_.source.c_str(), b);
-      return Status::error(buf);
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", b);
+      return Status::error(m.source + ": the vocabulary has no token for byte " + hex +
+                           " (a byte-level BPE vocabulary needs all 256)");
     }
   }
   return bpe;
@@ -77,23 +94,28 @@ std::vector<int32_t> ByteLevelBpe::encode(std::string_view text, bool allow_spec
 
 void ByteLevelBpe::encode_ordinary(std::string_view text, MergeCache* cache,
                                    std::vector<int32_t>* out) const {
+  // Pieces come in batches, so a large text needs no offsets array of its own size.
+  constexpr size_t kBatch = 4096;
   std::vector<Piece> pieces;
-  pieces.reserve(text.size() / 4 + 1);
-  pretokenizer_.split(text, &pieces);
+  pieces.reserve(kBatch + 1);
   std::vector<int32_t> ids;  // one piece's ids while merging
-  for (const Piece& p : pieces) {
-    const std::string_view piece = text.substr(p.begin, p.end - p.begin);
-    if (piece.size() == 1) {
-      out->push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
-      continue;
+  for (size_t pos = 0; pos < text.size();) {
+    pieces.clear();
+    pos = pretokenizer_.split(text, pos, kBatch, &pieces);
+    for (const Piece& p : pieces) {
+      const std::string_view piece = text.substr(p.begin, p.end - p.begin);
+      if (piece.size() == 1) {
+        out->push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
+        continue;
+      }
+      const uint64_t hash = cache ? MergeCache::hash(piece) : 0;
+      if (cache && cache->lookup(piece, hash, out)) continue;
+      ids.clear();
+      for (char c : piece) ids.push_back(byte_ids_[static_cast<unsigned char>(c)]);
+      bpe_merge(merges_, &ids);
+      out->insert(out->end(), ids.begin(), ids.end());
+      if (cache) cache->insert(piece, hash, ids.data(), ids.size());
     }
-    const uint64_t hash = cache ? MergeCache::hash(piece) : 0;
-    if (cache && cache->lookup(piece, hash, out)) continue;
-    ids.clear();
-    for (char c : piece) ids.push_back(byte_ids_[static_cast<unsigned char>(c)]);
-    bpe_merge(merges_, &ids);
-    out->insert(out->end(), ids.begin(), ids.end());
-    if (cache) cache->insert(piece, hash, ids.data(), ids.size());
   }
 }
 

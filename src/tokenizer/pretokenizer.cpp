@@ -3,6 +3,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <cstdint>
 #include <string>
 
 namespace kvlm {
@@ -109,44 +110,51 @@ Result<Gpt2Pretokenizer> Gpt2Pretokenizer::create() {
   return Gpt2Pretokenizer(std::move(regex));
 }
 
+size_t Gpt2Pretokenizer::split(std::string_view text, size_t pos, size_t max_pieces,
+                               std::vector<Piece>* pieces) const {
+  return split_impl(text, pos, max_pieces, /*fast_ascii=*/true, pieces);
+}
+
 void Gpt2Pretokenizer::split(std::string_view text, std::vector<Piece>* pieces) const {
-  split_impl(text, /*fast_ascii=*/true, pieces);
+  split_impl(text, 0, SIZE_MAX, /*fast_ascii=*/true, pieces);
 }
 
 void Gpt2Pretokenizer::split_regex_only(std::string_view text, std::vector<Piece>* pieces) const {
-  split_impl(text, /*fast_ascii=*/false, pieces);
+  split_impl(text, 0, SIZE_MAX, /*fast_ascii=*/false, pieces);
 }
 
-void Gpt2Pretokenizer::split_impl(std::string_view text, bool fast_ascii,
-                                  std::vector<Piece>* pieces) const {
+size_t Gpt2Pretokenizer::split_impl(std::string_view text, size_t pos, size_t max_pieces,
+                                    bool fast_ascii, std::vector<Piece>* pieces) const {
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();
+  const size_t stop_at = pieces->size() + std::min(max_pieces, SIZE_MAX - pieces->size());
   // Match data is per call, so one pre-tokenizer can serve many threads.
   std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(
       pcre2_match_data_create_from_pattern(regex_->code, nullptr), &pcre2_match_data_free);
-  size_t i = 0;
-  while (i < n) {
+  size_t i = pos;
+  while (i < n && pieces->size() < stop_at) {
     if (fast_ascii) {
       const size_t end = scan_ascii_piece(s, n, i);
       if (end != kNeedRegex) {
-        pieces->push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(end)});
+        pieces->push_back({i, end});
         i = end;
         continue;
       }
     }
     const int rc = pcre2_match(regex_->code, s, n, i, 0, match.get(), nullptr);
-    if (rc < 0) {  // only bytes that are not valid UTF-8 remain
-      pieces->push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(n)});
-      break;
+    if (rc < 0) {  // no match: only bytes that are not valid UTF-8 remain
+      pieces->push_back({i, n});
+      return n;
     }
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.get());
     const size_t begin = ovector[0], end = ovector[1];
     if (begin > i) {  // skipped bytes: invalid UTF-8, which no part of the pattern can match
-      pieces->push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(begin)});
+      pieces->push_back({i, begin});
     }
-    pieces->push_back({static_cast<uint32_t>(begin), static_cast<uint32_t>(end)});
+    pieces->push_back({begin, end});
     i = end;
   }
+  return i;
 }
 
 }  // namespace kvlm

@@ -23,16 +23,22 @@
 namespace kvlm {
 
 struct Piece {
-  uint32_t begin;  // byte offsets into the text
-  uint32_t end;
+  size_t begin;  // byte offsets into the text
+  size_t end;
 };
 
 class Gpt2Pretokenizer {
  public:
   static Result<Gpt2Pretokenizer> create();
 
-  // Appends the pieces of `text`, in order; they cover it exactly. Texts of 4 GiB or more are not
-  // supported (offsets are 32-bit); callers split them.
+  // Appends the pieces of text[pos..] in order, stopping after about max_pieces (one more at
+  // most), and returns where the next call resumes: text.size() when done. Resuming where a piece
+  // ends gives the same pieces as one pass, since the pattern never looks behind; this lets the
+  // encoder work through a large text in small batches.
+  size_t split(std::string_view text, size_t pos, size_t max_pieces,
+               std::vector<Piece>* pieces) const;
+
+  // All pieces of `text`, in order; they cover it exactly.
   void split(std::string_view text, std::vector<Piece>* pieces) const;
 
   // The same, using PCRE2 for every piece (the reference the fast path is tested against).
@@ -41,7 +47,8 @@ class Gpt2Pretokenizer {
  private:
   struct Regex;  // PCRE2's compiled code, kept out of this header
   explicit Gpt2Pretokenizer(std::shared_ptr<const Regex> regex) : regex_(std::move(regex)) {}
-  void split_impl(std::string_view text, bool fast_ascii, std::vector<Piece>* pieces) const;
+  size_t split_impl(std::string_view text, size_t pos, size_t max_pieces, bool fast_ascii,
+                    std::vector<Piece>* pieces) const;
 
   std::shared_ptr<const Regex> regex_;  // immutable once compiled, so copies can share it
 };

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "tokenizer/byte_unicode.h"
 #include "tokenizer/gpt2_test_data.h"
 
@@ -178,6 +180,47 @@ TEST(BpeFiles, MissingAndUnreadableFiles) {
   const std::string other = dir.file("weights.bin");
   write_text(other, "x");
   expect_error(load_tokenizer(other), {"weights.bin", "not a tokenizer file"});
+}
+
+// Random damage to valid files (flipped bytes, cuts, inserted quotes and brackets) must give a
+// tokenizer or an error naming the file, never a crash. Run under the sanitizer build too.
+TEST(BpeFiles, DamagedFilesNeverCrash) {
+  TempDir dir;
+  const std::string vocab = join(tiny_vocab_lines());
+  const std::string merges = kTinyMerges;
+  std::mt19937 rng(5);
+  const char kNasty[] = "\"\\{}[]:,0-9 \n\xff\xc3u";
+  for (int iter = 0; iter < 300; ++iter) {
+    std::string v = vocab, m = merges;
+    std::string& target = iter % 3 == 0 ? m : v;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits && !target.empty(); ++e) {
+      const size_t at = rng() % target.size();
+      switch (rng() % 3) {
+        case 0:
+          target[at] = kNasty[rng() % (sizeof kNasty - 1)];
+          break;
+        case 1:
+          target.resize(at);
+          break;
+        default:
+          target.insert(at, 1, kNasty[rng() % (sizeof kNasty - 1)]);
+          break;
+      }
+    }
+    Result<std::unique_ptr<Tokenizer>> tok = load_pair(dir, v, m);
+    if (tok.is_ok()) {
+      // Whatever loaded still round-trips.
+      const std::string text = "abc \xff x";
+      Result<std::string> back = tok.value()->decode(tok.value()->encode(text, true));
+      ASSERT_TRUE(back.is_ok()) << back.message();
+      EXPECT_EQ(back.value(), text);
+    } else {
+      EXPECT_TRUE(tok.message().find("vocab.json") != std::string::npos ||
+                  tok.message().find("merges.txt") != std::string::npos)
+          << tok.message();
+    }
+  }
 }
 
 // tokenizer.json around the tiny vocabulary; `extra` replaces or adds top-level members.

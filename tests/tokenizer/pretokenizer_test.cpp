@@ -120,5 +120,28 @@ TEST(Pretokenizer, AsciiScannerAgreesWithPcre2) {
   }
 }
 
+TEST(Pretokenizer, SplittingInBatchesGivesTheSamePieces) {
+  Result<Gpt2Pretokenizer> pt = Gpt2Pretokenizer::create();
+  ASSERT_TRUE(pt.is_ok()) << pt.message();
+  std::mt19937 rng(3);
+  for (int iter = 0; iter < 2000; ++iter) {
+    const std::string text = random_text(rng) + random_text(rng) + random_text(rng);
+    std::vector<Piece> whole, batched;
+    pt->split(text, &whole);
+    for (size_t pos = 0; pos < text.size();) {
+      const size_t before = batched.size();
+      const size_t max_pieces = 1 + rng() % 4;
+      pos = pt->split(text, pos, max_pieces, &batched);
+      ASSERT_GT(batched.size(), before);
+      ASSERT_LE(batched.size() - before, max_pieces + 1);
+    }
+    ASSERT_EQ(batched.size(), whole.size()) << "text: " << text;
+    for (size_t i = 0; i < whole.size(); ++i) {
+      ASSERT_EQ(batched[i].begin, whole[i].begin);
+      ASSERT_EQ(batched[i].end, whole[i].end);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvlm
