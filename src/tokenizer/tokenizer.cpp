@@ -82,8 +82,13 @@ Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& path) {
     for (const Format& f : formats()) {
       if (f.file_extension != nullptr && extension == f.file_extension) return f.load({path});
     }
-    return Status::error(path + ": not a tokenizer file kvlm knows (expected a tokenizer.json, " +
-                         "or a folder holding " + describe_formats() + ")");
+    std::string named;  // the formats a file can be named directly as
+    for (const Format& f : formats()) {
+      if (f.file_extension != nullptr)
+        named += (named.empty() ? "" : " or ") + std::string(f.files[0]);
+    }
+    return Status::error(path + ": not a tokenizer file kvlm knows (expected a " + named +
+                         ", or a folder holding " + describe_formats() + ")");
   }
   for (const Format& f : formats()) {
     std::vector<std::string> paths;
