@@ -22,10 +22,13 @@ inline bool have_gpt2() {
   return std::filesystem::exists(gpt2_dir() + "/golden.json");
 }
 
-#define KVLM_SKIP_WITHOUT_GPT2()                                                      \
-  if (!::kvlm::gpt2_test::have_gpt2())                                                  \
-  GTEST_SKIP() << "GPT-2 tokenizer data not found at " << ::kvlm::gpt2_test::gpt2_dir() \
-               << " (set by KVLM_SHARED_DATA_DIR); these tests need ../shared/data"
+// Skips a test when ../shared/data is absent; fails it when the files are there but do not load.
+#define KVLM_SKIP_WITHOUT_GPT2()                                                                   \
+  if (!::kvlm::gpt2_test::have_gpt2())                                                             \
+    GTEST_SKIP() << "GPT-2 tokenizer data not found at " << ::kvlm::gpt2_test::gpt2_dir()          \
+                 << " (set by KVLM_SHARED_DATA_DIR); these tests need ../shared/data";             \
+  if (std::string kvlm_gpt2_error_; ::kvlm::gpt2_test::gpt2_or_null(&kvlm_gpt2_error_) == nullptr) \
+  FAIL() << "GPT-2 tokenizer failed to load: " << kvlm_gpt2_error_
 
 // GPT-2's vocab.json + merges.txt as one tokenizer.json, the way Hugging Face writes it, with
 // the merges either as "a b" strings or as ["a", "b"] pairs (newer files).
@@ -85,14 +88,22 @@ inline std::string gpt2_tokenizer_json(bool pair_merges) {
   return doc.dump(2);
 }
 
-// The GPT-2 tokenizer from vocab.json + merges.txt, loaded once for all tests.
-inline const Tokenizer& gpt2() {
+// The GPT-2 tokenizer from vocab.json + merges.txt, loaded once for all tests; null (with the
+// reason in *error) when loading failed.
+inline const Tokenizer* gpt2_or_null(std::string* error = nullptr) {
+  static std::string load_error;
   static std::unique_ptr<Tokenizer> tok = [] {
     Result<std::unique_ptr<Tokenizer>> t = load_tokenizer(gpt2_dir());
-    if (!t) ADD_FAILURE() << t.message();
+    if (!t) load_error = t.message();
     return t ? std::move(t).value() : nullptr;
   }();
-  return *tok;
+  if (error != nullptr) *error = load_error;
+  return tok.get();
+}
+
+// Only after KVLM_SKIP_WITHOUT_GPT2(), which checks that it loaded.
+inline const Tokenizer& gpt2() {
+  return *gpt2_or_null();
 }
 
 }  // namespace kvlm::gpt2_test
