@@ -27,6 +27,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // clang-format on
+#include "hwy/cache_control.h"
 #include "ops/simd_weights-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -46,95 +47,126 @@ constexpr int kVecRegs = 16;
 #endif
 
 // ---------------------------------------------------------------------------------------------
-// kInOut, tiled: out[r][col, col + n_cols) for R rows, the whole reduction in registers.
+// kInOut, tiled (prefill): blocks of rows x columns x reduction sized for the caches, with the
+// x rows and the weight panel packed (and widened) into contiguous buffers, and a register tile
+// of kTileRows x kTileVecs vectors that continues each output's fma chain block after block
+// (a chain stored to `out` and loaded back is the same chain).
 
 constexpr int kTileRows = 6;
 constexpr int kTileVecs = kVecRegs == 32 ? 4 : 2;
 constexpr size_t kTileCols = kTileVecs * kN;
+constexpr size_t kBlockK = 256;    // reduction steps per block: the weight panel stays in L1
+constexpr size_t kBlockRows = 72;  // rows per block: the packed x block stays in L2
+static_assert(kBlockRows % kTileRows == 0, "row blocks are whole tiles");
 
-// kPartial: one vector (NV == 1) of n_cols < kN columns, read and written through buffers.
-template <int R, int NV, bool kPartial, typename WT>
-HWY_INLINE void InOutTile(float* HWY_RESTRICT out, const float* HWY_RESTRICT x,
-                          const WT* HWY_RESTRICT w, const float* HWY_RESTRICT bias, size_t n_in,
-                          size_t n_out, size_t col, size_t n_cols) {
-  static_assert(!kPartial || NV == 1, "a partial tile is one vector wide");
-  const DF df;
-  VF acc[R][NV];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = hn::Zero(df);
-  const WT* HWY_RESTRICT wp = w + col;
-  for (size_t i = 0; i < n_in; ++i, wp += n_out) {
-    VF wv[NV];
-    for (int v = 0; v < NV; ++v)
-      wv[v] = kPartial ? LoadWeightsN(df, wp, n_cols) : LoadWeights(df, wp + v * kN);
-    for (int r = 0; r < R; ++r) {
-      const VF xr = hn::Set(df, x[r * n_in + i]);
-      for (int v = 0; v < NV; ++v) acc[r][v] = hn::MulAdd(xr, wv[v], acc[r][v]);
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    for (int v = 0; v < NV; ++v) {
-      float* o = out + r * n_out + col + v * kN;
-      VF sum = acc[r][v];
-      if (bias) {
-        const float* b = bias + col + v * kN;
-        sum = hn::Add(sum, kPartial ? LoadWeightsN(df, b, n_cols) : hn::LoadU(df, b));
-      }
-      if (kPartial) {
-        StorePartial(sum, df, o, n_cols);
+// a [n_tiles][kc][kTileRows] = x[r0 + row][k0 + k], rows past `rows` zero.
+void PackRows(float* HWY_RESTRICT a, const float* HWY_RESTRICT x, size_t n_in, size_t rows,
+              size_t k0, size_t kc) {
+  for (size_t t = 0; t * kTileRows < rows; ++t) {
+    float* tile = a + t * kc * kTileRows;
+    for (size_t r = 0; r < kTileRows; ++r) {
+      const size_t row = t * kTileRows + r;
+      const float* src = x + row * n_in + k0;
+      if (row < rows) {
+        for (size_t k = 0; k < kc; ++k) tile[k * kTileRows + r] = src[k];
       } else {
-        hn::StoreU(sum, df, o);
+        for (size_t k = 0; k < kc; ++k) tile[k * kTileRows + r] = 0.0f;
       }
     }
   }
 }
 
-// All rows of one column strip: full tiles of kTileRows, then one tile of the rest.
-template <int NV, bool kPartial, typename WT>
-void InOutStrip(float* out, const float* x, const WT* w, const float* bias, size_t n_rows,
-                size_t n_in, size_t n_out, size_t col, size_t n_cols) {
-  size_t r = 0;
-  for (; r + kTileRows <= n_rows; r += kTileRows)
-    InOutTile<kTileRows, NV, kPartial>(out + r * n_out, x + r * n_in, w, bias, n_in, n_out, col,
-                                       n_cols);
-  float* o = out + r * n_out;
-  const float* xr = x + r * n_in;
-  switch (n_rows - r) {
-    case 1:
-      return InOutTile<1, NV, kPartial>(o, xr, w, bias, n_in, n_out, col, n_cols);
-    case 2:
-      return InOutTile<2, NV, kPartial>(o, xr, w, bias, n_in, n_out, col, n_cols);
-    case 3:
-      return InOutTile<3, NV, kPartial>(o, xr, w, bias, n_in, n_out, col, n_cols);
-    case 4:
-      return InOutTile<4, NV, kPartial>(o, xr, w, bias, n_in, n_out, col, n_cols);
-    case 5:
-      return InOutTile<5, NV, kPartial>(o, xr, w, bias, n_in, n_out, col, n_cols);
-    default:
-      return;
+// p [kc][kTileCols] = W[k0 + k][col + c] widened to fp32, columns past n_cols zero.
+template <typename WT>
+void PackPanel(float* HWY_RESTRICT p, const WT* HWY_RESTRICT w, size_t n_out, size_t k0, size_t kc,
+               size_t col, size_t n_cols) {
+  const DF df;
+  for (size_t k = 0; k < kc; ++k) {
+    const WT* src = w + (k0 + k) * n_out + col;
+    float* dst = p + k * kTileCols;
+    // The next strip's part of this weight row: fetched now, packed after this strip's tiles.
+    hwy::Prefetch(src + kTileCols);
+    for (size_t v = 0; v < kTileVecs; ++v) {
+      const size_t c = v * kN;
+      const VF wv = c + kN <= n_cols ? LoadWeights(df, src + c)
+                    : c < n_cols     ? LoadWeightsN(df, src + c, n_cols - c)
+                                     : hn::Zero(df);
+      hn::Store(wv, df, dst + c);
+    }
   }
 }
-static_assert(kTileRows == 6, "InOutStrip's switch covers 1..kTileRows-1 leftover rows");
+
+// out[0, rows) x [col, col + n_cols), kc more steps of each chain. `first`: the chains start
+// at zero (else they continue from out); `last`: bias is added as they are stored.
+HWY_INLINE void TileKernel(float* HWY_RESTRICT out, size_t n_out, const float* HWY_RESTRICT a,
+                           const float* HWY_RESTRICT p, size_t kc, const float* HWY_RESTRICT bias,
+                           bool first, bool last, size_t rows, size_t col, size_t n_cols) {
+  const DF df;
+  const bool full = rows == kTileRows && n_cols == kTileCols;
+  VF acc[kTileRows][kTileVecs];
+  for (int r = 0; r < kTileRows; ++r)
+    for (int v = 0; v < kTileVecs; ++v) {
+      const size_t c = v * kN;
+      const float* o = out + r * n_out + col + c;
+      if (first || static_cast<size_t>(r) >= rows || c >= n_cols) {
+        acc[r][v] = hn::Zero(df);
+      } else {
+        acc[r][v] = full || c + kN <= n_cols ? hn::LoadU(df, o) : LoadWeightsN(df, o, n_cols - c);
+      }
+    }
+  for (size_t k = 0; k < kc; ++k) {
+    VF wv[kTileVecs];
+    for (int v = 0; v < kTileVecs; ++v) wv[v] = hn::Load(df, p + k * kTileCols + v * kN);
+    for (int r = 0; r < kTileRows; ++r) {
+      const VF xr = hn::Set(df, a[k * kTileRows + r]);
+      for (int v = 0; v < kTileVecs; ++v) acc[r][v] = hn::MulAdd(xr, wv[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < kTileRows && static_cast<size_t>(r) < rows; ++r)
+    for (int v = 0; v < kTileVecs; ++v) {
+      const size_t c = v * kN;
+      if (c >= n_cols) break;
+      const size_t n = std::min(kN, n_cols - c);
+      VF sum = acc[r][v];
+      if (last && bias)
+        sum = hn::Add(
+            sum, n == kN ? hn::LoadU(df, bias + col + c) : LoadWeightsN(df, bias + col + c, n));
+      float* o = out + r * n_out + col + c;
+      if (n == kN) {
+        hn::StoreU(sum, df, o);
+      } else {
+        StorePartial(sum, df, o, n);
+      }
+    }
+}
 
 template <typename WT>
 void InOutTiled(float* out, const float* x, const WT* w, const float* bias, size_t n_rows,
                 size_t n_in, size_t n_out, int n_threads) {
-  // Tasks: full strips of kTileCols columns, then the leftover columns one vector at a time.
-  const size_t n_strips = n_out / kTileCols;
-  const size_t tail0 = n_strips * kTileCols;
-  const size_t n_tasks = n_strips + (n_out - tail0 + kN - 1) / kN;
-#pragma omp parallel for num_threads(n_threads) schedule(static)
-  for (size_t t = 0; t < n_tasks; ++t) {
-    if (t < n_strips) {
-      InOutStrip<kTileVecs, false>(out, x, w, bias, n_rows, n_in, n_out, t * kTileCols, kTileCols);
-      continue;
-    }
-    const size_t col = tail0 + (t - n_strips) * kN;
-    const size_t n_cols = std::min(kN, n_out - col);
-    if (n_cols == kN) {
-      InOutStrip<1, false>(out, x, w, bias, n_rows, n_in, n_out, col, n_cols);
-    } else {
-      InOutStrip<1, true>(out, x, w, bias, n_rows, n_in, n_out, col, n_cols);
+  const size_t n_strips = (n_out + kTileCols - 1) / kTileCols;
+#pragma omp parallel num_threads(n_threads)
+  {
+    // Each thread a contiguous range of column strips, the whole loop nest on its own.
+    const size_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const size_t s0 = n_strips * t / nt, s1 = n_strips * (t + 1) / nt;
+    HWY_ALIGN float a[kBlockRows * kBlockK];
+    HWY_ALIGN float p[kBlockK * kTileCols];
+    for (size_t r0 = 0; r0 < n_rows && s0 < s1; r0 += kBlockRows) {
+      const size_t rows = std::min(kBlockRows, n_rows - r0);
+      // n_in == 0 still takes one (empty) block, which stores the bias.
+      for (size_t k0 = 0; k0 < n_in || k0 == 0; k0 += kBlockK) {
+        const size_t kc = std::min(kBlockK, n_in - k0);
+        const bool first = k0 == 0, last = k0 + kBlockK >= n_in;
+        PackRows(a, x + r0 * n_in, n_in, rows, k0, kc);
+        for (size_t s = s0; s < s1; ++s) {
+          const size_t col = s * kTileCols, n_cols = std::min(kTileCols, n_out - col);
+          PackPanel(p, w, n_out, k0, kc, col, n_cols);
+          for (size_t tr = 0; tr < rows; tr += kTileRows)
+            TileKernel(out + (r0 + tr) * n_out, n_out, a + tr * kc, p, kc, bias, first, last,
+                       std::min<size_t>(kTileRows, rows - tr), col, n_cols);
+        }
+        if (n_in == 0) break;
+      }
     }
   }
 }

@@ -1,0 +1,129 @@
+// Microbenchmarks of the SIMD kernels on GPT-2 124M's shapes, next to the machine's limits
+// measured the same way: each matmul reports weight bytes/s (the decode roofline) and FLOP/s
+// (the prefill roofline), so its fraction of either limit is one division.
+//
+//   build-*/kernels_bench --benchmark_filter='Matmul/.*/1/'      # decode shapes
+//   build-*/kernels_bench --benchmark_filter='Limits'            # bandwidth and fma peak
+//
+// Arguments of BM_Matmul: shape (0 c_attn, 1 attn.c_proj, 2 c_fc, 3 mlp.c_proj, 4 lm_head),
+// rows, dtype (0 F32, 1 F16, 2 BF16), threads, path (0 auto, 1 row stream, 2 tiled).
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "bench/machine_limits.h"
+#include "model/dtype.h"
+#include "ops/attention.h"
+#include "ops/matmul.h"
+#include "ops/matmul_internal.h"
+
+namespace kvlm {
+namespace {
+
+struct Shape {
+  const char* name;
+  int n_in, n_out;
+  WeightLayout layout;
+};
+const Shape kShapes[] = {{"c_attn", 768, 2304, WeightLayout::kInOut},
+                         {"attn.c_proj", 768, 768, WeightLayout::kInOut},
+                         {"c_fc", 768, 3072, WeightLayout::kInOut},
+                         {"mlp.c_proj", 3072, 768, WeightLayout::kInOut},
+                         {"lm_head", 768, 50257, WeightLayout::kOutIn}};
+const DType kTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
+
+std::vector<uint8_t> random_weights(size_t n, DType type) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<uint8_t> bytes(n * dtype_size(type));
+  for (size_t i = 0; i < n; ++i) {
+    const float v = normal(rng);
+    if (type == DType::kF32) {
+      std::memcpy(bytes.data() + 4 * i, &v, 4);
+    } else {
+      const uint16_t h = type == DType::kF16 ? f32_to_f16(v) : f32_to_bf16(v);
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
+    }
+  }
+  return bytes;
+}
+
+void BM_Matmul(benchmark::State& state) {
+  const Shape& s = kShapes[state.range(0)];
+  const int rows = static_cast<int>(state.range(1));
+  const DType type = kTypes[state.range(2)];
+  const Parallel par{static_cast<int>(state.range(3))};
+  const auto path = static_cast<MatmulPath>(state.range(4));
+  // Several copies of the weights, used in turn, so decode-sized runs read them from memory
+  // and not from the last-level cache.
+  const size_t n = static_cast<size_t>(s.n_in) * s.n_out;
+  const int n_copies = std::max<size_t>(1, (96u << 20) / (n * dtype_size(type)) + 1);
+  std::vector<std::vector<uint8_t>> weights;
+  for (int c = 0; c < n_copies; ++c) weights.push_back(random_weights(n, type));
+  std::vector<float> x(static_cast<size_t>(rows) * s.n_in, 0.5f), bias(s.n_out, 0.1f);
+  std::vector<float> out(static_cast<size_t>(rows) * s.n_out);
+  int c = 0;
+  for (auto _ : state) {
+    const WeightMatrix w{weights[c].data(), type, s.layout, s.n_in, s.n_out};
+    matmul_forward_path(out.data(), x.data(), w, bias.data(), rows, par, path);
+    benchmark::DoNotOptimize(out.data());
+    c = (c + 1) % n_copies;
+  }
+  state.SetLabel(std::string(s.name) + " " + dtype_name(type));
+  state.counters["weight_GBps"] =
+      benchmark::Counter(static_cast<double>(n * dtype_size(type)) * state.iterations() / 1e9,
+                         benchmark::Counter::kIsRate);
+  state.counters["GFLOPs"] =
+      benchmark::Counter(2.0 * n * rows * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
+void MatmulArgs(benchmark::internal::Benchmark* b) {
+  for (int shape = 0; shape < 5; ++shape)
+    for (int threads : {1, 2}) {
+      for (int type = 0; type < 3; ++type) b->Args({shape, 1, type, threads, 0});
+      b->Args({shape, 8, 0, threads, 1});
+      b->Args({shape, 8, 0, threads, 2});
+      if (shape < 4) {
+        b->Args({shape, 512, 0, threads, 2});
+        b->Args({shape, 512, 2, threads, 2});
+      }
+    }
+}
+BENCHMARK(BM_Matmul)->Apply(MatmulArgs)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// One decode row attending over `ctx` cached positions, GPT-2's 12 heads of 64.
+void BM_Attention(benchmark::State& state) {
+  const int ctx = static_cast<int>(state.range(0)), H = 12, D = 64;
+  std::vector<float> k(static_cast<size_t>(ctx) * H * D, 0.1f), v(k.size(), 0.2f), q(H * D, 0.3f);
+  std::vector<float> out(H * D), scratch(ctx);
+  const KvRun run{k.data(), v.data(), ctx};
+  for (auto _ : state) {
+    attention_forward(out.data(), q.data(), {&run, 1}, scratch.data(), H, H, D);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["kv_GBps"] = benchmark::Counter(2.0 * k.size() * 4 * state.iterations() / 1e9,
+                                                 benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Attention)->Arg(128)->Arg(900)->Unit(benchmark::kMicrosecond);
+
+void BM_Limits_ReadBandwidth(benchmark::State& state) {
+  for (auto _ : state) {
+    auto gbs =
+        measure_read_bandwidth(size_t{512} << 20, 3, Parallel{static_cast<int>(state.range(0))});
+    state.counters["GBps"] = gbs ? gbs.value() / 1e9 : 0.0;
+  }
+}
+BENCHMARK(BM_Limits_ReadBandwidth)->Arg(1)->Arg(2)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+void BM_Limits_FmaThroughput(benchmark::State& state) {
+  for (auto _ : state)
+    state.counters["GFLOPs"] =
+        measure_fma_throughput(3, 0.2, Parallel{static_cast<int>(state.range(0))}) / 1e9;
+}
+BENCHMARK(BM_Limits_FmaThroughput)->Arg(1)->Arg(2)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace kvlm
+
+BENCHMARK_MAIN();

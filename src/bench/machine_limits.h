@@ -1,0 +1,22 @@
+// The machine's own limits, measured there and then: memory read bandwidth over an array far
+// larger than the caches, and fp32 fused multiply-add throughput, both with all the threads the
+// run uses and the best SIMD target. They are the rooflines `kvlm bench` holds the engine to.
+#pragma once
+
+#include <cstddef>
+
+#include "kvlm/status.h"
+#include "ops/parallel.h"
+
+namespace kvlm {
+
+// Bytes per second of reading n_bytes (rounded down to whole vectors), best of `repeats`
+// passes after one pass that touches the pages. Each thread sums its own contiguous part with
+// independent vector accumulators. Fails if the array cannot be allocated.
+Result<double> measure_read_bandwidth(size_t n_bytes, int repeats, const Parallel& par);
+
+// fp32 FLOP/s (an fma counts 2) of independent fma chains in registers on every thread, best
+// of `repeats` runs of about `seconds_per_run` each.
+double measure_fma_throughput(int repeats, double seconds_per_run, const Parallel& par);
+
+}  // namespace kvlm

@@ -1,0 +1,72 @@
+// kvlm bench: speed measured against this machine's own limits (see src/bench/bench_suite.h).
+// Without --model it runs the embedded GPT-2 124M-shaped model with seeded random weights,
+// made in memory in the storage type --weights names (so no conversion copy is held).
+#include <chrono>
+#include <cstdio>
+
+#include "bench/bench_suite.h"
+#include "cli_common.h"
+#include "commands.h"
+#include "model/random_gpt2.h"
+
+namespace kvlm::cli {
+
+namespace {
+
+// Flags of `kvlm bench`; later modes (e.g. a paged cache) add their fields here.
+struct BenchFlags {
+  ModelFlags model;
+  bool json = false;
+};
+
+Result<std::unique_ptr<Model>> bench_model(const ModelFlags& flags) {
+  if (!flags.model.empty()) return load_model_from_flags(flags);
+  RandomGpt2Options options;  // seed 1234, as `kvlm demo`
+  if (!flags.weights.empty()) options.dtype = parse_dtype(flags.weights).value_or(DType::kF32);
+  auto model = make_random_gpt2(gpt2_small_config(), options);
+  if (!model) return model.status();
+  return std::unique_ptr<Model>(std::move(model.value()));
+}
+
+int run_bench_command(const BenchFlags& flags) {
+  const auto start = std::chrono::steady_clock::now();
+  std::fprintf(stderr, "kvlm bench: %s\n",
+               flags.model.model.empty()
+                   ? "making the embedded GPT-2 124M-shaped model (random weights, seed 1234)"
+                   : ("loading " + flags.model.model).c_str());
+  auto model = bench_model(flags.model);
+  if (!model) return fail(model.status());
+  BenchOptions options;
+  options.progress = [](const std::string& line) {
+    std::fprintf(stderr, "kvlm bench: %s\n", line.c_str());
+  };
+  auto report = run_bench(*model.value(), options, parallel_from_flags(flags.model));
+  if (!report) return fail(report.status());
+  if (flags.json) {
+    std::printf("%s\n", bench_report_json(report.value()).c_str());
+  } else {
+    const ModelConfig& c = model.value()->config();
+    std::printf("model: %s, %d layers, %d heads of %d, %d wide, vocab %d\n",
+                flags.model.model.empty() ? "embedded GPT-2 124M shape" : flags.model.model.c_str(),
+                c.n_layer, c.n_head, c.head_dim, c.n_embd, c.n_vocab);
+    std::printf("%s", bench_report_text(report.value()).c_str());
+  }
+  std::fprintf(stderr, "kvlm bench: done in %.1f s\n",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return report->seed.identical && report->run_64.identical ? 0 : 2;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, int* exit_code) {
+  auto flags = std::make_shared<BenchFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "Prefill and decode speed against this machine's measured bandwidth and fma peak, and the "
+      "seed's cached-vs-uncached experiment against the roofline's prediction");
+  add_model_flags(cmd, &flags->model, false);
+  cmd->add_flag("--json", flags->json, "Print one JSON object instead of the tables");
+  cmd->callback([flags, exit_code] { *exit_code = run_bench_command(*flags); });
+}
+
+}  // namespace kvlm::cli
