@@ -6,6 +6,7 @@
 // give the same bits.
 #include "ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -105,12 +106,12 @@ HWY_INLINE void AccumulateValues4(float* HWY_RESTRICT o, const float* HWY_RESTRI
 }  // namespace
 
 void AttentionImpl(float* out, const float* q, const KvRun* runs, size_t n_runs, float* scratch,
-                   int n_head, int n_kv_head, int head_dim) {
+                   int n_head, int n_kv_head, int head_dim, int head_begin, int head_end) {
   const DF df;
   const size_t D = head_dim, kv_dim = static_cast<size_t>(n_kv_head) * head_dim;
   const int group = n_head / n_kv_head;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  for (int h = 0; h < n_head; ++h) {
+  for (int h = head_begin; h < head_end; ++h) {
     const float* qh = q + h * D;
     const size_t kv_offset = static_cast<size_t>(h / group) * D;
     // Scores q.k / sqrt(D), and their maximum for a stable softmax.
@@ -156,7 +157,15 @@ HWY_EXPORT(AttentionImpl);
 void attention_forward(float* out, const float* q, std::span<const KvRun> runs, float* scratch,
                        int n_head, int n_kv_head, int head_dim) {
   HWY_DYNAMIC_DISPATCH(AttentionImpl)
-  (out, q, runs.data(), runs.size(), scratch, n_head, n_kv_head, head_dim);
+  (out, q, runs.data(), runs.size(), scratch, n_head, n_kv_head, head_dim, 0, n_head);
+}
+
+void attention_heads_forward(float* out, const float* q, std::span<const KvRun> runs,
+                             float* scratch, int n_head, int n_kv_head, int head_dim,
+                             int head_begin, int head_end) {
+  HWY_DYNAMIC_DISPATCH(AttentionImpl)
+  (out, q, runs.data(), runs.size(), scratch, n_head, n_kv_head, head_dim, std::max(head_begin, 0),
+   std::min(head_end, n_head));
 }
 
 void attention_reference(float* out, const float* q, std::span<const KvRun> runs, int n_head,

@@ -27,6 +27,13 @@ struct KvRun {
 void attention_forward(float* out, const float* q, std::span<const KvRun> runs, float* scratch,
                        int n_head, int n_kv_head, int head_dim);
 
+// The same for query heads [head_begin, head_end) only (out and q still point at head 0 of
+// the row): lets a caller spread one row's heads over threads. Each head's result is the same
+// bits whichever call computes it.
+void attention_heads_forward(float* out, const float* q, std::span<const KvRun> runs,
+                             float* scratch, int n_head, int n_kv_head, int head_dim,
+                             int head_begin, int head_end);
+
 // Scalar reference (double precision), to check the fast kernel against.
 void attention_reference(float* out, const float* q, std::span<const KvRun> runs, int n_head,
                          int n_kv_head, int head_dim);

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -91,6 +92,39 @@ TEST(AttentionTest, MatchesTheReferenceAndIgnoresHowPositionsAreSplit) {
                           c.head_dim);
         ASSERT_EQ(std::memcmp(got.data(), one_run.data(), n_out * 4), 0)
             << "split into " << split(c, d, cuts).size() << " runs";
+      }
+    }
+  });
+}
+
+// Heads computed in any grouping give the bits of the all-heads call (what lets the model
+// spread one row's heads over threads), and a head range writes only its own heads.
+TEST(AttentionTest, HeadRangesGiveTheSameBitsAndTouchOnlyTheirHeads) {
+  const Case c{6, 2, 20, 37};
+  std::mt19937 rng(8);
+  const Data d = make_data(c, 1, rng);
+  const float* q = d.q.data() + 1;
+  const size_t n_out = static_cast<size_t>(c.n_head) * c.head_dim;
+  for_each_target([&](const SimdTarget&) {
+    std::vector<float> scratch(c.n_positions), all(n_out);
+    attention_forward(all.data(), q, split(c, d, {5}), scratch.data(), c.n_head, c.n_kv_head,
+                      c.head_dim);
+    for (int group = 1; group <= c.n_head; ++group) {
+      std::vector<float> got(n_out, 0.0f);
+      for (int h0 = 0; h0 < c.n_head; h0 += group)
+        attention_heads_forward(got.data(), q, split(c, d, {5}), scratch.data(), c.n_head,
+                                c.n_kv_head, c.head_dim, h0, std::min(h0 + group, c.n_head));
+      ASSERT_EQ(std::memcmp(got.data(), all.data(), n_out * 4), 0) << "groups of " << group;
+    }
+    std::vector<float> one(n_out, -3.0f);
+    attention_heads_forward(one.data(), q, split(c, d, {}), scratch.data(), c.n_head, c.n_kv_head,
+                            c.head_dim, 2, 3);
+    for (size_t i = 0; i < n_out; ++i) {
+      const bool in_head = i / c.head_dim == 2;
+      if (in_head) {
+        ASSERT_EQ(one[i], all[i]) << "element " << i;
+      } else {
+        ASSERT_EQ(one[i], -3.0f) << "element " << i << " outside head 2 was written";
       }
     }
   });
