@@ -31,22 +31,22 @@ using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 constexpr size_t kN = hn::MaxLanes(DF());
 
-// q.k over n elements: two accumulator chains over alternate vectors, the partial last vector
-// zero-padded, then the target's fixed lane sum.
+// q.k over n elements: four accumulator chains over consecutive vectors (short fma latency
+// chains), the last full vectors and the zero-padded partial one in fixed slots, then
+// (s0 + s1) + (s2 + s3) and the target's fixed lane sum. A function of n and the target only.
 HWY_INLINE float Dot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, size_t n) {
   const DF df;
-  VF s0 = hn::Zero(df), s1 = hn::Zero(df);
+  VF s[4] = {hn::Zero(df), hn::Zero(df), hn::Zero(df), hn::Zero(df)};
   size_t i = 0;
-  for (; i + 2 * kN <= n; i += 2 * kN) {
-    s0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), s0);
-    s1 = hn::MulAdd(hn::LoadU(df, a + i + kN), hn::LoadU(df, b + i + kN), s1);
-  }
-  if (i + kN <= n) {
-    s0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), s0);
-    i += kN;
-  }
-  if (i < n) s1 = hn::MulAdd(LoadWeightsN(df, a + i, n - i), LoadWeightsN(df, b + i, n - i), s1);
-  return hn::GetLane(hn::SumOfLanes(df, hn::Add(s0, s1)));
+  for (; i + 4 * kN <= n; i += 4 * kN)
+    for (int k = 0; k < 4; ++k)
+      s[k] = hn::MulAdd(hn::LoadU(df, a + i + k * kN), hn::LoadU(df, b + i + k * kN), s[k]);
+  int k = 0;
+  for (; i + kN <= n; i += kN, ++k)
+    s[k] = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), s[k]);
+  if (i < n)
+    s[3] = hn::MulAdd(LoadWeightsN(df, a + i, n - i), LoadWeightsN(df, b + i, n - i), s[3]);
+  return hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(s[0], s[1]), hn::Add(s[2], s[3]))));
 }
 
 // s[p] = exp(s[p] - max) for p < n; returns their sum (vector partial sums in order, then
@@ -71,37 +71,68 @@ HWY_INLINE float ExpAndSum(float* HWY_RESTRICT s, size_t n, float max_score) {
   return hn::GetLane(hn::SumOfLanes(df, sum));
 }
 
-// o[d] = fma(w, v[d], o[d]) for d < n (full vectors, then the partial one through buffers).
-HWY_INLINE void AccumulateValue(float* HWY_RESTRICT o, const float* HWY_RESTRICT v, float w,
-                                size_t n) {
+// o[0, n_cols) = sum over positions p in order of w[p] * v_p[0, n_cols), one fma chain per
+// element starting at zero, in NV registers (n_cols <= NV * kN; kPartial: the last vector is
+// n_cols % kN wide and goes through buffers). `v` points at column 0 of position 0's row.
+template <int NV, bool kPartial>
+HWY_INLINE void WeightedValues(float* HWY_RESTRICT o, const KvRun* runs, size_t n_runs,
+                               size_t kv_dim, size_t column, const float* HWY_RESTRICT w,
+                               size_t n_cols) {
   const DF df;
-  const VF vw = hn::Set(df, w);
-  size_t d = 0;
-  for (; d + kN <= n; d += kN)
-    hn::StoreU(hn::MulAdd(vw, hn::LoadU(df, v + d), hn::LoadU(df, o + d)), df, o + d);
-  if (d < n)
-    StorePartial(hn::MulAdd(vw, LoadWeightsN(df, v + d, n - d), LoadWeightsN(df, o + d, n - d)), df,
-                 o + d, n - d);
+  VF acc[NV];
+  for (int v = 0; v < NV; ++v) acc[v] = hn::Zero(df);
+  const size_t tail = n_cols - (NV - 1) * kN;
+  for (size_t r = 0; r < n_runs; ++r) {
+    const float* row = runs[r].v + column;
+    for (int j = 0; j < runs[r].n_positions; ++j, row += kv_dim, ++w) {
+      const VF vw = hn::Set(df, *w);
+      for (int v = 0; v < NV; ++v) {
+        const VF x = kPartial && v == NV - 1 ? LoadWeightsN(df, row + v * kN, tail)
+                                             : hn::LoadU(df, row + v * kN);
+        acc[v] = hn::MulAdd(vw, x, acc[v]);
+      }
+    }
+  }
+  for (int v = 0; v < NV; ++v) {
+    if (kPartial && v == NV - 1) {
+      StorePartial(acc[v], df, o + v * kN, tail);
+    } else {
+      hn::StoreU(acc[v], df, o + v * kN);
+    }
+  }
 }
 
-// Four positions per pass over o: the four fmas into each element stay in position order.
-HWY_INLINE void AccumulateValues4(float* HWY_RESTRICT o, const float* HWY_RESTRICT v,
-                                  size_t v_stride, const float* HWY_RESTRICT w, size_t n) {
-  const DF df;
-  const VF w0 = hn::Set(df, w[0]), w1 = hn::Set(df, w[1]), w2 = hn::Set(df, w[2]),
-           w3 = hn::Set(df, w[3]);
-  size_t d = 0;
-  for (; d + kN <= n; d += kN) {
-    VF acc = hn::LoadU(df, o + d);
-    acc = hn::MulAdd(w0, hn::LoadU(df, v + d), acc);
-    acc = hn::MulAdd(w1, hn::LoadU(df, v + v_stride + d), acc);
-    acc = hn::MulAdd(w2, hn::LoadU(df, v + 2 * v_stride + d), acc);
-    acc = hn::MulAdd(w3, hn::LoadU(df, v + 3 * v_stride + d), acc);
-    hn::StoreU(acc, df, o + d);
+constexpr int kValueVecs = 8;  // vectors of one head's output kept in registers at a time
+
+// One head's weighted sum of values over columns [0, D), kValueVecs vectors at a time.
+void WeightedValuesHead(float* o, const KvRun* runs, size_t n_runs, size_t kv_dim, size_t kv_offset,
+                        const float* w, size_t D) {
+  for (size_t d0 = 0; d0 < D; d0 += kValueVecs * kN) {
+    const size_t n = std::min(kValueVecs * kN, D - d0);
+    const size_t nv = (n + kN - 1) / kN;
+    const bool partial = n % kN != 0;
+#define KVLM_WEIGHTED_VALUES(NV)                                                     \
+  case NV:                                                                           \
+    if (partial) {                                                                   \
+      WeightedValues<NV, true>(o + d0, runs, n_runs, kv_dim, kv_offset + d0, w, n);  \
+    } else {                                                                         \
+      WeightedValues<NV, false>(o + d0, runs, n_runs, kv_dim, kv_offset + d0, w, n); \
+    }                                                                                \
+    break;
+    switch (nv) {
+      KVLM_WEIGHTED_VALUES(1)
+      KVLM_WEIGHTED_VALUES(2)
+      KVLM_WEIGHTED_VALUES(3)
+      KVLM_WEIGHTED_VALUES(4)
+      KVLM_WEIGHTED_VALUES(5)
+      KVLM_WEIGHTED_VALUES(6)
+      KVLM_WEIGHTED_VALUES(7)
+      KVLM_WEIGHTED_VALUES(8)
+    }
+#undef KVLM_WEIGHTED_VALUES
   }
-  if (d < n)
-    for (int k = 0; k < 4; ++k) AccumulateValue(o + d, v + k * v_stride + d, w[k], n - d);
 }
+static_assert(kValueVecs == 8, "WeightedValuesHead's switch covers 1..8 vectors");
 
 }  // namespace
 
@@ -128,16 +159,7 @@ void AttentionImpl(float* out, const float* q, const KvRun* runs, size_t n_runs,
     const float sum = ExpAndSum(scratch, n_positions, max_score);
     // Weighted sum of values, positions in order.
     float* oh = out + h * D;
-    std::fill(oh, oh + D, 0.0f);
-    p = 0;
-    for (size_t r = 0; r < n_runs; ++r) {
-      const float* v = runs[r].v + kv_offset;
-      const size_t n = runs[r].n_positions;
-      size_t j = 0;
-      for (; j + 4 <= n; j += 4) AccumulateValues4(oh, v + j * kv_dim, kv_dim, scratch + p + j, D);
-      for (; j < n; ++j) AccumulateValue(oh, v + j * kv_dim, scratch[p + j], D);
-      p += n;
-    }
+    WeightedValuesHead(oh, runs, n_runs, kv_dim, kv_offset, scratch, D);
     const VF inv_sum = hn::Set(df, 1.0f / sum);
     size_t d = 0;
     for (; d + kN <= D; d += kN) hn::StoreU(hn::Mul(hn::LoadU(df, oh + d), inv_sum), df, oh + d);
