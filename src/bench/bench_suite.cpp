@@ -52,7 +52,7 @@ Result<BenchReport> run_bench(Model& model, const BenchOptions& o, const Paralle
   auto bandwidth = measure_read_bandwidth(o.bandwidth_bytes, o.limit_repeats, par);
   if (!bandwidth) return bandwidth.status();
   r.bandwidth_gbs = bandwidth.value() / 1e9;
-  r.fma_gflops = measure_fma_throughput(o.limit_repeats, 0.3, par) / 1e9;
+  r.fma_gflops = measure_fma_throughput(o.limit_repeats, o.fma_seconds, par) / 1e9;
   const MachineRates rates{r.bandwidth_gbs * 1e9, r.fma_gflops * 1e9};
   // The bandwidth array is freed: from here the peak resident size is the model runs' own.
   KVLM_RETURN_IF_ERROR(reset_peak_resident_memory());

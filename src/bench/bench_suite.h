@@ -19,6 +19,7 @@ namespace kvlm {
 struct BenchOptions {
   size_t bandwidth_bytes = size_t{512} << 20;  // far beyond any last-level cache
   int limit_repeats = 3;
+  double fma_seconds = 0.3;  // per fma-throughput repeat
   int prefill_repeats = 2;
   int decode_steps = 16;  // timed decode steps per round
   int decode_repeats = 2;

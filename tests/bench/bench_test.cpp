@@ -1,0 +1,146 @@
+// The bench library: the roofline's arithmetic pinned on GPT-2 124M's shape, the step shapes of
+// cached and uncached generation (the seed's counts), and a whole `kvlm bench` run on a tiny
+// model with small settings: every required JSON key present, the figures sane, the cached and
+// uncached runs identical. No timing is asserted beyond "positive".
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/bench_suite.h"
+#include "bench/machine_limits.h"
+#include "bench/model_bench.h"
+#include "bench/resident_memory.h"
+#include "bench/roofline.h"
+#include "model/random_gpt2.h"
+#include "support/test_support.h"
+
+namespace kvlm {
+namespace {
+
+TEST(RooflineTest, CostOfAGpt2SmallDecodeStep) {
+  const ModelConfig c = gpt2_small_config();
+  const ChunkShape decode{128, 1};  // one new token after 128 cached
+  const StepCost cost = forward_step_cost(c, 1000, {&decode, 1});
+  // 12 layers x (768 x 2304 + 768 x 768 + 2 x 768 x 3072) = 84,934,656 weights per row, 2 flops
+  // each; the head 2 x 50257 x 768; attention 4 x 12 layers x 768 x 129 positions.
+  EXPECT_DOUBLE_EQ(cost.flops, 2.0 * 84934656 + 2.0 * 50257 * 768 + 4.0 * 12 * 768 * 129);
+  // Weights once, plus K and V of 129 positions: 2 x 12 x 768 x 4 = 73,728 bytes each.
+  EXPECT_DOUBLE_EQ(cost.bytes, 1000.0 + 73728.0 * 129);
+}
+
+TEST(RooflineTest, PrefillCountsEveryRowButTheHeadOnce) {
+  const ModelConfig c = gpt2_small_config();
+  const ChunkShape prefill{0, 4};
+  const StepCost cost = forward_step_cost(c, 0, {&prefill, 1});
+  // Rows at positions 0..3 see 1 + 2 + 3 + 4 = 10 positions.
+  EXPECT_DOUBLE_EQ(cost.flops, 4 * 2.0 * 84934656 + 2.0 * 50257 * 768 + 4.0 * 12 * 768 * 10);
+  EXPECT_DOUBLE_EQ(cost.bytes, 73728.0 * 4);
+}
+
+TEST(RooflineTest, TimeIsTheLargerOfTheTwoBounds) {
+  const MachineRates rates{10e9, 100e9};
+  EXPECT_DOUBLE_EQ(roofline_seconds({1e9, 20e9}, rates), 2.0);  // bandwidth-bound
+  EXPECT_DOUBLE_EQ(roofline_seconds({50e9, 1e9}, rates), 0.5);  // compute-bound
+}
+
+TEST(RooflineTest, GenerationStepsMatchTheSeedsCounts) {
+  const std::vector<int> lengths = {10, 2, 4};
+  int64_t uncached_rows = 0, cached_rows = 0;
+  const auto uncached = generation_steps(lengths, 20, false);
+  const auto cached = generation_steps(lengths, 20, true);
+  ASSERT_EQ(uncached.size(), 20u);
+  ASSERT_EQ(cached.size(), 20u);
+  for (const auto& step : uncached)
+    for (const ChunkShape& c : step) {
+      EXPECT_EQ(c.start_pos, 0);
+      uncached_rows += c.n_tokens;
+    }
+  for (const auto& step : cached)
+    for (const ChunkShape& c : step) cached_rows += c.n_tokens;
+  // What `kvlm demo` reports as "token positions kvlm computed".
+  EXPECT_EQ(uncached_rows, 890);
+  EXPECT_EQ(cached_rows, 73);
+  // The last cached step decodes the 20th token of the 2-token prompt after 20 positions.
+  EXPECT_EQ(cached.back()[1].start_pos, 2 + 19 - 1);
+  EXPECT_EQ(cached.back()[1].n_tokens, 1);
+}
+
+TEST(MachineLimitsTest, MeasuresPositiveRatesAndRejectsATinyArray) {
+  auto gbs = measure_read_bandwidth(size_t{8} << 20, 1, Parallel{2});
+  ASSERT_TRUE(gbs) << gbs.message();
+  EXPECT_GT(gbs.value(), 0.0);
+  EXPECT_GT(measure_fma_throughput(1, 0.005, Parallel{2}), 0.0);
+  auto tiny = measure_read_bandwidth(16, 1, Parallel{2});
+  ASSERT_FALSE(tiny);
+  EXPECT_NE(tiny.message().find("too small"), std::string::npos) << tiny.message();
+}
+
+TEST(ResidentMemoryTest, PeakIsAtLeastCurrentAndCanBeReset) {
+  auto m = read_resident_memory();
+  ASSERT_TRUE(m) << m.message();
+  EXPECT_GT(m->current_bytes, 0u);
+  EXPECT_GE(m->peak_bytes, m->current_bytes);
+  ASSERT_TRUE(reset_peak_resident_memory().is_ok());
+  auto after = read_resident_memory();
+  ASSERT_TRUE(after) << after.message();
+  EXPECT_LE(after->peak_bytes, m->peak_bytes);
+}
+
+TEST(ModelBenchTest, RunsBeyondTheContextFailNamingIt) {
+  auto model = make_random_gpt2(test::tiny_gpt2_config(), RandomGpt2Options{});
+  ASSERT_TRUE(model) << model.message();
+  auto prefill = time_prefill(*model.value(), 65, 1, Parallel{1});
+  ASSERT_FALSE(prefill);
+  EXPECT_NE(prefill.message().find("context length 64"), std::string::npos) << prefill.message();
+  auto decode = time_decode(*model.value(), 1, 60, 4, 1, Parallel{1});
+  ASSERT_FALSE(decode);
+  EXPECT_NE(decode.message().find("context length 64"), std::string::npos) << decode.message();
+}
+
+TEST(BenchSuiteTest, TinyRunReportsEveryKeyAndIdenticalCachedResults) {
+  auto model = make_random_gpt2(test::tiny_gpt2_config(), RandomGpt2Options{});
+  ASSERT_TRUE(model) << model.message();
+  BenchOptions o;
+  o.bandwidth_bytes = size_t{4} << 20;
+  o.limit_repeats = 1;
+  o.fma_seconds = 0.005;
+  o.prefill_repeats = 1;
+  o.decode_steps = 2;
+  o.decode_repeats = 1;
+  o.short_prompt = 8;
+  o.long_prompt = 16;
+  o.short_context = 8;
+  o.long_context = 100;  // beyond the tiny context: shortened to fit
+  o.batch = 3;
+  int progress_lines = 0;
+  o.progress = [&](const std::string&) { ++progress_lines; };
+  auto report = run_bench(*model.value(), o, Parallel{2});
+  ASSERT_TRUE(report) << report.message();
+  const BenchReport& r = report.value();
+  EXPECT_GT(progress_lines, 5);
+  EXPECT_EQ(r.long_context, 64 - 3);  // n_ctx - (1 warm-up + 2 timed steps)
+  EXPECT_TRUE(r.seed.identical);
+  EXPECT_TRUE(r.run_64.identical);
+  EXPECT_NEAR(r.seed.position_ratio, 390.0 / 29.0, 1e-12);   // the seed's 13.4x
+  EXPECT_EQ(r.run_64.prompt_lengths, std::vector<int>{32});  // min(64, (n_ctx + 1) / 2)
+  EXPECT_NEAR(r.run_64.position_ratio, (32 * 32 + 31 * 32 / 2.0) / 63.0, 1e-12);
+  EXPECT_GT(r.kv_bytes_peak, 0u);
+  EXPECT_GE(r.memory.peak_bytes, r.memory.current_bytes);
+
+  const auto json = nlohmann::json::parse(bench_report_json(r));
+  for (const char* key :
+       {"bandwidth_gbs", "fma_gflops", "prefill_tps_128", "prefill_tps_512", "decode_tps_b1_ctx128",
+        "decode_tps_b1_ctx900", "decode_tps_b8", "decode_roofline_frac", "prefill_fma_frac",
+        "seed_speedup", "seed_work_ratio"}) {
+    ASSERT_TRUE(json.contains(key)) << key;
+    EXPECT_GT(json[key].get<double>(), 0.0) << key;
+  }
+  EXPECT_EQ(json["weights"], "F32");
+  EXPECT_EQ(json["decode_batch"], 3);
+  const std::string text = bench_report_text(r);
+  EXPECT_NE(text.find("Why not 13.4x"), std::string::npos) << text;
+  EXPECT_NE(text.find("of bandwidth"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace kvlm
