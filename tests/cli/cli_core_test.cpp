@@ -103,3 +103,30 @@ TEST_F(CliCore, DemoOnGivenModelReportsIdenticalResults) {
 
 }  // namespace
 }  // namespace kvlm
+
+namespace kvlm {
+namespace {
+
+// --block-size puts generate on the paged cache: prompts sharing a prefix reuse its blocks
+// (fewer rows computed) and every sequence's tokens stay those of the contiguous cache.
+TEST_F(CliCore, PagedCacheSharesPrefixesWithIdenticalTokens) {
+  const std::string prompts =
+      " --ids 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20"
+      " --ids 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21 --max-new 5 --ignore-eos "
+      "--json";
+  const auto contiguous = test::run_kvlm("generate " + model() + prompts);
+  const auto paged = test::run_kvlm("generate " + model() + prompts + " --block-size 4");
+  ASSERT_EQ(contiguous.exit_code, 0) << contiguous.err;
+  ASSERT_EQ(paged.exit_code, 0) << paged.err;
+  const auto a = nlohmann::json::parse(contiguous.out);
+  const auto b = nlohmann::json::parse(paged.out);
+  EXPECT_EQ(a["sequences"], b["sequences"]);
+  EXPECT_GT(b["stats"]["prompt_tokens_cached"].get<int>(), 0);
+  EXPECT_LT(b["stats"]["rows_computed"].get<int>(), a["stats"]["rows_computed"].get<int>());
+  const auto bad = test::run_kvlm("generate " + model() + prompts + " --kv-memory 12parsecs");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("--kv-memory"));
+}
+
+}  // namespace
+}  // namespace kvlm

@@ -13,6 +13,7 @@
 #include "generate/sampler.h"
 #include "generate/sampler_logprobs.h"
 #include "generate/text_stream.h"
+#include "paged_flags.h"
 #include "tokenizer/llama2c_tokenizer.h"
 
 namespace kvlm::cli {
@@ -33,6 +34,7 @@ struct GenerateFlags {
   SamplingParams sampling{.temperature = 0.0f};  // greedy unless asked: scripts expect ids
   std::vector<std::string> stops;
   int logprobs = 0;
+  PagedFlags paged;
 };
 
 // One sequence's bookkeeping while it generates.
@@ -136,6 +138,8 @@ int run_generate(const GenerateFlags& flags) {
   if (!prompts) return fail(prompts.status());
   auto chain = SamplerChain::from_params(flags.sampling);
   if (!chain) return fail(chain.status());
+  auto paged = paged_options_from_flags(flags.paged);
+  if (!paged) return fail(paged.status());
 
   const int n_seq = static_cast<int>(prompts->size());
   int max_new = flags.max_new;
@@ -172,6 +176,7 @@ int run_generate(const GenerateFlags& flags) {
   GenerateOptions options;
   options.max_new_tokens = max_new;
   options.use_cache = !flags.no_cache;
+  options.paged = paged.value();
   options.select = [&](int s, std::span<const float> logits) -> int32_t {
     SequenceState& seq = seqs[s];
     auto next = chain->sample(logits, {seq.prompt, seq.generated}, seq.rng);
@@ -246,7 +251,8 @@ int run_generate(const GenerateFlags& flags) {
          st.prefill_seconds > 0 ? st.prompt_tokens / st.prefill_seconds : 0.0},
         {"decode_tokens_per_second",
          st.decode_seconds > 0 ? (st.generated_tokens - n_seq) / st.decode_seconds : 0.0},
-        {"kv_cache_bytes", st.kv_bytes_allocated}};
+        {"kv_cache_bytes", st.kv_bytes_allocated},
+        {"prompt_tokens_cached", st.prompt_tokens_cached}};
     std::printf("%s\n", out.dump().c_str());
     return 0;
   }
@@ -307,6 +313,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--frequency-penalty", p.frequency_penalty, "OpenAI frequency penalty; 0 = off");
   cmd->add_option("--seed", p.seed, "Random seed; sequence i draws from its own stream");
   cmd->add_option("--stop", flags->stops, "Stop when this text is generated (repeatable)");
+  add_paged_flags(cmd, &flags->paged);
   cmd->add_option("--logprobs", flags->logprobs,
                   "With --json: each token's log-probability and the top N alternatives");
   cmd->callback([flags, exit_code] { *exit_code = run_generate(*flags); });
