@@ -4,32 +4,12 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "model/normal_rng.h"
 #include "model/safetensors_writer.h"
 
 namespace kvlm {
 
 namespace {
-
-// splitmix64 + Box-Muller: our own so the weights are the same on every platform.
-class NormalRng {
- public:
-  explicit NormalRng(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return ((next() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
-  float normal(float stddev) {
-    const double u1 = uniform(), u2 = uniform();
-    return static_cast<float>(stddev * std::sqrt(-2.0 * std::log(u1)) *
-                              std::cos(6.283185307179586 * u2));
-  }
-
- private:
-  uint64_t state_;
-};
 
 TensorToWrite make_tensor(const std::string& name, std::vector<int64_t> shape, DType dtype,
                           NormalRng& rng, float mean, float stddev) {
