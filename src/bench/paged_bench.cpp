@@ -1,7 +1,9 @@
 #include "bench/paged_bench.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "generate/generate.h"
@@ -167,6 +169,62 @@ Result<PagedBenchResult> run_paged_bench(Model& model, const PagedBenchOptions& 
   KVLM_RETURN_IF_ERROR(measure_memory(model, options, par, draw, &r));
   KVLM_RETURN_IF_ERROR(measure_prefix(model, options, par, draw, &r));
   return r;
+}
+
+std::string paged_bench_json(const PagedBenchResult& r) {
+  nlohmann::ordered_json j = {
+      {"kv_bytes_paged", r.kv_bytes_paged},
+      {"kv_bytes_contiguous", r.kv_bytes_contiguous},
+      {"kv_waste_frac", r.kv_waste_frac},
+      {"prefix_tokens_saved", r.prefix_tokens_saved},
+      {"prefix_speedup", r.prefix_speedup},
+      // Beyond the required keys.
+      {"block_size", r.block_size},
+      {"n_ctx", r.n_ctx},
+      {"kv_bytes_per_token", r.kv_bytes_per_token},
+      {"n_sequences", r.n_sequences},
+      {"prompt_tokens", r.prompt_tokens},
+      {"generated_tokens", r.generated_tokens},
+      {"kv_bytes_used", r.kv_bytes_used},
+      {"kv_paged_over_contiguous",
+       r.kv_bytes_contiguous > 0
+           ? static_cast<double>(r.kv_bytes_paged) / static_cast<double>(r.kv_bytes_contiguous)
+           : 0.0},
+      {"kv_waste_blocks_per_sequence", r.kv_waste_blocks_per_sequence},
+      {"memory_run_s", r.memory_seconds},
+      {"prefix_sequences", r.n_prefix_sequences},
+      {"prefix_prompt_tokens", r.prefix_prompt_tokens},
+      {"prefill_s_unshared", r.prefill_seconds_unshared},
+      {"prefill_s_shared", r.prefill_seconds_shared},
+      {"prefix_logits_identical", r.prefix_exact},
+  };
+  return j.dump(2);
+}
+
+std::string paged_bench_text(const PagedBenchResult& r) {
+  char buf[2048];
+  const double mb = 1e6;
+  std::snprintf(buf, sizeof(buf),
+                "paged KV cache, blocks of %d positions, %lld bytes per token\n"
+                "  mixed lengths: %d sequences, %lld prompt + %lld generated tokens\n"
+                "    contiguous at n_ctx %d   %12lld bytes (%.1f MB)\n"
+                "    paged, peak held        %12lld bytes (%.1f MB, %.1f%% of contiguous)\n"
+                "    positions cached        %12lld bytes\n"
+                "    waste                   %.2f%% (%.2f blocks per sequence)\n"
+                "  shared prefix: %d prompts, %lld tokens, %lld served from the cache\n"
+                "    prefill unshared %.3f s, shared %.3f s: %.2fx; logits %s\n",
+                r.block_size, static_cast<long long>(r.kv_bytes_per_token), r.n_sequences,
+                static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.generated_tokens),
+                r.n_ctx, static_cast<long long>(r.kv_bytes_contiguous), r.kv_bytes_contiguous / mb,
+                static_cast<long long>(r.kv_bytes_paged), r.kv_bytes_paged / mb,
+                r.kv_bytes_contiguous > 0 ? 100.0 * r.kv_bytes_paged / r.kv_bytes_contiguous : 0.0,
+                static_cast<long long>(r.kv_bytes_used), 100.0 * r.kv_waste_frac,
+                r.kv_waste_blocks_per_sequence, r.n_prefix_sequences,
+                static_cast<long long>(r.prefix_prompt_tokens),
+                static_cast<long long>(r.prefix_tokens_saved), r.prefill_seconds_unshared,
+                r.prefill_seconds_shared, r.prefix_speedup,
+                r.prefix_exact ? "bitwise identical" : "DIFFER");
+  return buf;
 }
 
 }  // namespace kvlm

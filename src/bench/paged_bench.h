@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "kvlm/status.h"
 #include "model/config.h"
@@ -68,5 +69,10 @@ ModelConfig paged_bench_model_config();
 
 Result<PagedBenchResult> run_paged_bench(Model& model, const PagedBenchOptions& options,
                                          const Parallel& par);
+
+// One JSON object (keys kv_bytes_paged, kv_bytes_contiguous, kv_waste_frac,
+// prefix_tokens_saved, prefix_speedup first, then the rest) and a human-readable table.
+std::string paged_bench_json(const PagedBenchResult& result);
+std::string paged_bench_text(const PagedBenchResult& result);
 
 }  // namespace kvlm

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "model/random_gpt2.h"
 #include "support/test_support.h"
 
@@ -45,6 +47,16 @@ TEST(PagedBench, FiguresAddUp) {
   EXPECT_EQ(r.prefix_tokens_saved, 3 * 32);
   EXPECT_GE(r.prefix_prompt_tokens, 4 * (36 + 3));
   EXPECT_TRUE(r.prefix_exact);
+
+  // `kvlm bench --paged --json` prints this object: the keys, with these values.
+  const auto json = nlohmann::json::parse(paged_bench_json(r));
+  EXPECT_EQ(json.at("kv_bytes_paged").get<int64_t>(), r.kv_bytes_paged);
+  EXPECT_EQ(json.at("kv_bytes_contiguous").get<int64_t>(), r.kv_bytes_contiguous);
+  EXPECT_EQ(json.at("kv_waste_frac").get<double>(), r.kv_waste_frac);
+  EXPECT_EQ(json.at("prefix_tokens_saved").get<int64_t>(), r.prefix_tokens_saved);
+  EXPECT_EQ(json.at("prefix_speedup").get<double>(), r.prefix_speedup);
+  EXPECT_TRUE(json.at("prefix_logits_identical").get<bool>());
+  EXPECT_NE(paged_bench_text(r).find("bitwise identical"), std::string::npos);
 }
 
 TEST(PagedBench, RejectsWorkloadsBeyondTheContext) {
