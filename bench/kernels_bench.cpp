@@ -82,8 +82,10 @@ void MatmulArgs(benchmark::internal::Benchmark* b) {
   for (int shape = 0; shape < 5; ++shape)
     for (int threads : {1, 2}) {
       for (int type = 0; type < 3; ++type) b->Args({shape, 1, type, threads, 0});
-      b->Args({shape, 8, 0, threads, 1});
-      b->Args({shape, 8, 0, threads, 2});
+      for (int rows : {2, 4, 8}) {
+        b->Args({shape, rows, 0, threads, 1});
+        b->Args({shape, rows, 0, threads, 2});
+      }
       if (shape < 4) {
         b->Args({shape, 512, 0, threads, 2});
         b->Args({shape, 512, 2, threads, 2});

@@ -52,12 +52,13 @@ constexpr int kVecRegs = 16;
 // of kTileRows x kTileVecs vectors that continues each output's fma chain block after block
 // (a chain stored to `out` and loaded back is the same chain).
 
-constexpr int kTileRows = 6;
-constexpr int kTileVecs = kVecRegs == 32 ? 4 : 2;
+constexpr int kTileRows = kVecRegs == 32 ? 8 : 4;
+constexpr int kTileVecs = 3;
 constexpr size_t kTileCols = kTileVecs * kN;
 constexpr size_t kBlockK = 256;    // reduction steps per block: the weight panel stays in L1
 constexpr size_t kBlockRows = 72;  // rows per block: the packed x block stays in L2
 static_assert(kBlockRows % kTileRows == 0, "row blocks are whole tiles");
+constexpr size_t kDirectRows = 16;  // up to this many rows, tiles read the weights in place
 
 // a [n_tiles][kc][kTileRows] = x[r0 + row][k0 + k], rows past `rows` zero.
 void PackRows(float* HWY_RESTRICT a, const float* HWY_RESTRICT x, size_t n_in, size_t rows,
@@ -98,9 +99,13 @@ void PackPanel(float* HWY_RESTRICT p, const WT* HWY_RESTRICT w, size_t n_out, si
 
 // out[0, rows) x [col, col + n_cols), kc more steps of each chain. `first`: the chains start
 // at zero (else they continue from out); `last`: bias is added as they are stored.
+// The weights come from p[k * p_stride + c]: the packed panel (fp32, stride kTileCols) or, for
+// few rows, the matrix itself (stride n_out), widened here.
+template <typename WT>
 HWY_INLINE void TileKernel(float* HWY_RESTRICT out, size_t n_out, const float* HWY_RESTRICT a,
-                           const float* HWY_RESTRICT p, size_t kc, const float* HWY_RESTRICT bias,
-                           bool first, bool last, size_t rows, size_t col, size_t n_cols) {
+                           const WT* HWY_RESTRICT p, size_t p_stride, size_t kc,
+                           const float* HWY_RESTRICT bias, bool first, bool last, size_t rows,
+                           size_t col, size_t n_cols) {
   const DF df;
   const bool full = rows == kTileRows && n_cols == kTileCols;
   VF acc[kTileRows][kTileVecs];
@@ -116,7 +121,7 @@ HWY_INLINE void TileKernel(float* HWY_RESTRICT out, size_t n_out, const float* H
     }
   for (size_t k = 0; k < kc; ++k) {
     VF wv[kTileVecs];
-    for (int v = 0; v < kTileVecs; ++v) wv[v] = hn::Load(df, p + k * kTileCols + v * kN);
+    for (int v = 0; v < kTileVecs; ++v) wv[v] = LoadWeights(df, p + k * p_stride + v * kN);
     for (int r = 0; r < kTileRows; ++r) {
       const VF xr = hn::Set(df, a[k * kTileRows + r]);
       for (int v = 0; v < kTileVecs; ++v) acc[r][v] = hn::MulAdd(xr, wv[v], acc[r][v]);
@@ -160,10 +165,20 @@ void InOutTiled(float* out, const float* x, const WT* w, const float* bias, size
         PackRows(a, x + r0 * n_in, n_in, rows, k0, kc);
         for (size_t s = s0; s < s1; ++s) {
           const size_t col = s * kTileCols, n_cols = std::min(kTileCols, n_out - col);
-          PackPanel(p, w, n_out, k0, kc, col, n_cols);
-          for (size_t tr = 0; tr < rows; tr += kTileRows)
-            TileKernel(out + (r0 + tr) * n_out, n_out, a + tr * kc, p, kc, bias, first, last,
-                       std::min<size_t>(kTileRows, rows - tr), col, n_cols);
+          // With few rows each weight feeds too few fmas to pay for packing it.
+          const bool direct = n_rows <= kDirectRows && n_cols == kTileCols;
+          if (!direct) PackPanel(p, w, n_out, k0, kc, col, n_cols);
+          for (size_t tr = 0; tr < rows; tr += kTileRows) {
+            float* o = out + (r0 + tr) * n_out;
+            const size_t tile_rows = std::min<size_t>(kTileRows, rows - tr);
+            if (direct) {
+              TileKernel(o, n_out, a + tr * kc, w + k0 * n_out + col, n_out, kc, bias, first, last,
+                         tile_rows, col, n_cols);
+            } else {
+              TileKernel(o, n_out, a + tr * kc, p, kTileCols, kc, bias, first, last, tile_rows, col,
+                         n_cols);
+            }
+          }
         }
         if (n_in == 0) break;
       }
@@ -177,52 +192,79 @@ void InOutTiled(float* out, const float* x, const WT* w, const float* bias, size
 constexpr size_t kStreamAccFloats = 2048;  // 8 KB of accumulators
 constexpr int kStreamMaxRows = 8;
 
+constexpr size_t kStreamBlockI = 256;  // x values packed per block: [kStreamBlockI][R]
+
 // One step of the reduction over kIU consecutive weight rows for `nv` full vectors and, when
 // n_tail > 0, one partial vector after them. The kIU fmas into an accumulator run in i order.
+// x is packed [k][R]: rows of x sit a multiple of 4 KB apart for common widths and would
+// fight over the same L1 sets.
 template <int R, int kIU, typename WT>
-HWY_INLINE void InOutStreamStep(float* HWY_RESTRICT acc, size_t acc_stride,
-                                const float* HWY_RESTRICT x, size_t n_in,
+HWY_INLINE void InOutStreamStep(float* acc, size_t acc_stride, const float* x,
                                 const WT* HWY_RESTRICT wrow, size_t n_out, size_t nv,
                                 size_t n_tail) {
   const DF df;
-  VF xb[R][kIU];
-  for (int r = 0; r < R; ++r)
-    for (int k = 0; k < kIU; ++k) xb[r][k] = hn::Set(df, x[r * n_in + k]);
-  for (size_t v = 0; v <= nv; ++v) {
-    if (v == nv && n_tail == 0) break;
-    VF wv[kIU];
-    for (int k = 0; k < kIU; ++k) {
-      const WT* p = wrow + k * n_out + v * kN;
-      wv[k] = v < nv ? LoadWeights(df, p) : LoadWeightsN(df, p, n_tail);
-    }
+  // Few rows: the R x kIU broadcasts of x live in registers. More rows: x is broadcast from
+  // memory at each use (acc and x are not restrict, so the compiler keeps it there rather than
+  // hoisting more broadcasts than there are registers).
+  constexpr bool kHoist = R * kIU <= 8;
+  VF xb[kHoist ? R : 1][kIU];
+  if constexpr (kHoist) {
+    for (int r = 0; r < R; ++r)
+      for (int k = 0; k < kIU; ++k) xb[r][k] = hn::Set(df, x[k * R + r]);
+  }
+  auto update = [&](size_t v, const VF(&wv)[kIU]) HWY_ATTR {
     for (int r = 0; r < R; ++r) {
-      float* HWY_RESTRICT a = acc + r * acc_stride + v * kN;
+      float* a = acc + r * acc_stride + v * kN;
       VF sum = hn::Load(df, a);
-      for (int k = 0; k < kIU; ++k) sum = hn::MulAdd(xb[r][k], wv[k], sum);
+      for (int k = 0; k < kIU; ++k) {
+        const VF xv = kHoist ? xb[kHoist ? r : 0][k] : hn::Set(df, x[k * R + r]);
+        sum = hn::MulAdd(xv, wv[k], sum);
+      }
       hn::Store(sum, df, a);
     }
+  };
+  // Weight rows two steps ahead are fetched now, one prefetch per cache line.
+  constexpr size_t kVecsPerLine = std::max<size_t>(1, 64 / (kN * sizeof(WT)));
+  for (size_t v = 0; v < nv; ++v) {
+    if (v % kVecsPerLine == 0)
+      for (int k = 0; k < kIU; ++k) hwy::Prefetch(wrow + (2 * kIU + k) * n_out + v * kN);
+    VF wv[kIU];
+    for (int k = 0; k < kIU; ++k) wv[k] = LoadWeights(df, wrow + k * n_out + v * kN);
+    update(v, wv);
+  }
+  if (n_tail) {
+    VF wv[kIU];
+    for (int k = 0; k < kIU; ++k) wv[k] = LoadWeightsN(df, wrow + k * n_out + nv * kN, n_tail);
+    update(nv, wv);
   }
 }
 
 template <int R, typename WT>
 void InOutStreamRange(float* out, const float* x, const WT* w, const float* bias, size_t n_in,
                       size_t n_out, size_t c0, size_t c1) {
-  // Four weight rows per pass halves the accumulator traffic; more rows would spill the
-  // broadcast x values once R grows.
-  constexpr int kIU = R <= 2 ? 4 : 2;
+  // Four weight rows per pass: a quarter of the accumulator loads and stores.
+  constexpr int kIU = 4;
   const DF df;
   HWY_ALIGN float acc[kStreamAccFloats];
+  float xp[kStreamBlockI * R];
   const size_t chunk = std::max(kN, kStreamAccFloats / R / kN * kN);
   for (size_t cb = c0; cb < c1; cb += chunk) {
     const size_t nc = std::min(chunk, c1 - cb);
     const size_t nv = nc / kN, n_tail = nc % kN;
     const size_t stride = (nv + (n_tail ? 1 : 0)) * kN;
     for (size_t k = 0; k < R * stride; k += kN) hn::Store(hn::Zero(df), df, acc + k);
-    size_t i = 0;
-    for (; i + kIU <= n_in; i += kIU)
-      InOutStreamStep<R, kIU>(acc, stride, x + i, n_in, w + i * n_out + cb, n_out, nv, n_tail);
-    for (; i < n_in; ++i)
-      InOutStreamStep<R, 1>(acc, stride, x + i, n_in, w + i * n_out + cb, n_out, nv, n_tail);
+    for (size_t i0 = 0; i0 < n_in; i0 += kStreamBlockI) {
+      const size_t ib = std::min(kStreamBlockI, n_in - i0);
+      for (size_t k = 0; k < ib; ++k)
+        for (int r = 0; r < R; ++r) xp[k * R + r] = x[r * n_in + i0 + k];
+      size_t k = 0;
+      for (; k + kIU <= ib; k += kIU)
+        InOutStreamStep<R, kIU>(acc, stride, xp + k * R, w + (i0 + k) * n_out + cb, n_out, nv,
+                                n_tail);
+      for (; k < ib; ++k)
+        InOutStreamStep<R, 1>(acc, stride, xp + k * R, w + (i0 + k) * n_out + cb, n_out, nv,
+                              n_tail);
+    }
     for (int r = 0; r < R; ++r) {
       for (size_t v = 0; v * kN < nc; ++v) {
         const size_t col = cb + v * kN;
@@ -337,7 +379,13 @@ HWY_INLINE void OutInTile(float* HWY_RESTRICT out, const float* HWY_RESTRICT x,
     for (int rr = 0; rr < RR; ++rr)
       for (int k = 0; k < kDotVecs; ++k) acc[ro][rr][k] = hn::Zero(dd);
   const size_t n_main = n_in / 16 * 16;
-  for (size_t i = 0; i < n_main; i += 16) OutInStep<RO, RR>(acc, x + i, n_in, w + i, n_in);
+  // The rows of the next tile (the next RO outputs, right after these in memory) are fetched
+  // while these are read: the tiles are too short for the hardware prefetcher to ramp up.
+  for (size_t i = 0; i < n_main; i += 16) {
+    if ((i * sizeof(WT)) % 64 == 0)
+      for (int ro = 0; ro < RO; ++ro) hwy::Prefetch(w + (RO + ro) * n_in + i);
+    OutInStep<RO, RR>(acc, x + i, n_in, w + i, n_in);
+  }
   if (n_main < n_in) {  // the last n_in % 16 elements, zero-padded to 16 lanes
     float xt[RR][16] = {};
     WT wt[RO][16] = {};
