@@ -55,7 +55,7 @@ constexpr int kVecRegs = 16;
 constexpr int kTileRows = kVecRegs == 32 ? 8 : 4;
 constexpr int kTileVecs = 3;
 constexpr size_t kTileCols = kTileVecs * kN;
-// Block sizes, tuned on GPT-2 124M's prefill (Zen 4, AVX2): the packed x block (rows x steps,
+// Block sizes, tuned on GPT-2 124M's prefill (Zen 3, AVX2): the packed x block (rows x steps,
 // 216 KB) stays in L2, the weight panel (steps x kTileCols, 36 KB) in L1 and L2. Both live on
 // the thread's stack (OpenMP threads get the default 8 MB; keep OMP_STACKSIZE above 1 MB).
 constexpr size_t kBlockK = 384;     // reduction steps per block
