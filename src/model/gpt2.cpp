@@ -1,11 +1,9 @@
 #include "model/gpt2.h"
 
-#include <omp.h>
-
 #include <algorithm>
 
+#include "model/attend_rows.h"
 #include "ops/activation.h"
-#include "ops/attention.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
 #include "util/mapped_file.h"
@@ -114,10 +112,7 @@ void Gpt2Model::attention_block(int layer, std::span<const SequenceChunk> chunks
                                 const Parallel& par) {
   const int C = config_.n_embd;
   const int kv_dim = config_.kv_dim();
-  struct Row {
-    int seq, pos;
-  };
-  std::vector<Row> rows;
+  std::vector<AttentionRow> rows;
   for (const SequenceChunk& c : chunks)
     for (size_t t = 0; t < c.tokens.size(); ++t)
       rows.push_back({c.seq, c.start_pos + static_cast<int>(t)});
@@ -127,28 +122,9 @@ void Gpt2Model::attention_block(int layer, std::span<const SequenceChunk> chunks
     std::copy(qkv + C, qkv + C + kv_dim, cache.key_row(rows[r].seq, layer, rows[r].pos));
     std::copy(qkv + 2 * C, qkv + 2 * C + kv_dim, cache.value_row(rows[r].seq, layer, rows[r].pos));
   }
-  // Tasks are (row, group of heads): whole rows when there are enough to keep every thread
-  // busy, else each row's heads split, so that decoding one sequence uses all threads. Rows
-  // cost more as positions grow, so tasks are handed out dynamically. Heads are independent:
-  // how they are grouped or which thread runs them never changes a bit.
-  const int n_head = config_.n_head;
-  const int groups = std::clamp((4 * par.n_threads + n_rows - 1) / std::max(n_rows, 1), 1, n_head);
-#pragma omp parallel num_threads(par.n_threads)
-  {
-    std::vector<KvRun> runs;
-    float* scratch =
-        state_.scratch.data() + static_cast<size_t>(omp_get_thread_num()) * config_.n_ctx;
-#pragma omp for schedule(dynamic)
-    for (int task = 0; task < n_rows * groups; ++task) {
-      const int r = task / groups, g = task % groups;
-      runs.clear();
-      cache.runs(rows[r].seq, layer, rows[r].pos + 1, &runs);
-      attention_heads_forward(state_.att.data() + static_cast<size_t>(r) * C,
-                              state_.qkv.data() + static_cast<size_t>(r) * 3 * C, runs, scratch,
-                              n_head, config_.n_kv_head, config_.head_dim, n_head * g / groups,
-                              n_head * (g + 1) / groups);
-    }
-  }
+  const AttentionShape shape{config_.n_head, config_.n_kv_head, config_.head_dim, 0};
+  attend_rows(state_.att.data(), C, state_.qkv.data(), 3 * static_cast<size_t>(C), rows, layer,
+              cache, shape, state_.scratch.data(), config_.n_ctx, par);
 }
 
 Status Gpt2Model::forward(float* logits, std::span<const SequenceChunk> chunks, KvCache& cache,

@@ -1,11 +1,9 @@
 #include "model/llama.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstring>
 
-#include "ops/attention.h"
+#include "model/attend_rows.h"
 #include "ops/matmul.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
@@ -17,21 +15,6 @@ namespace {
 
 void ensure_size(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
-}
-
-// Drops the first `n_skip` positions of `runs` (a sliding window keeps only the newest ones).
-void drop_leading_positions(std::vector<KvRun>& runs, int n_skip, int kv_dim) {
-  size_t first = 0;
-  while (n_skip > 0 && first < runs.size()) {
-    KvRun& run = runs[first];
-    const int take = std::min(n_skip, run.n_positions);
-    run.k += static_cast<size_t>(take) * kv_dim;
-    run.v += static_cast<size_t>(take) * kv_dim;
-    run.n_positions -= take;
-    n_skip -= take;
-    if (run.n_positions == 0) ++first;
-  }
-  runs.erase(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(first));
 }
 
 }  // namespace
@@ -103,10 +86,7 @@ void LlamaModel::attention_block(int layer, std::span<const SequenceChunk> chunk
                                  const Parallel& par) {
   const ModelConfig& c = config_.model;
   const int q_dim = c.q_dim(), kv_dim = c.kv_dim();
-  struct Row {
-    int seq, pos;
-  };
-  std::vector<Row> rows;
+  std::vector<AttentionRow> rows;
   for (const SequenceChunk& chunk : chunks)
     for (size_t t = 0; t < chunk.tokens.size(); ++t)
       rows.push_back({chunk.seq, chunk.start_pos + static_cast<int>(t)});
@@ -119,22 +99,9 @@ void LlamaModel::attention_block(int layer, std::span<const SequenceChunk> chunk
     std::copy(k, k + kv_dim, cache.key_row(rows[r].seq, layer, rows[r].pos));
     std::copy(v, v + kv_dim, cache.value_row(rows[r].seq, layer, rows[r].pos));
   }
-  const int window = config_.sliding_window;
-#pragma omp parallel num_threads(par.n_threads)
-  {
-    std::vector<KvRun> runs;
-    float* scratch = state_.scratch.data() + static_cast<size_t>(omp_get_thread_num()) * c.n_ctx;
-#pragma omp for schedule(static)
-    for (int r = 0; r < n_rows; ++r) {
-      runs.clear();
-      cache.runs(rows[r].seq, layer, rows[r].pos + 1, &runs);
-      if (window > 0 && rows[r].pos + 1 > window)
-        drop_leading_positions(runs, rows[r].pos + 1 - window, kv_dim);
-      attention_forward(state_.att.data() + static_cast<size_t>(r) * q_dim,
-                        state_.q.data() + static_cast<size_t>(r) * q_dim, runs, scratch, c.n_head,
-                        c.n_kv_head, c.head_dim);
-    }
-  }
+  const AttentionShape shape{c.n_head, c.n_kv_head, c.head_dim, config_.sliding_window};
+  attend_rows(state_.att.data(), q_dim, state_.q.data(), q_dim, rows, layer, cache, shape,
+              state_.scratch.data(), c.n_ctx, par);
 }
 
 Status LlamaModel::forward(float* logits, std::span<const SequenceChunk> chunks, KvCache& cache,
