@@ -1,6 +1,6 @@
 // Attention of one query row over the cache, vectorised over head_dim, compiled per Highway
-// target and dispatched at run time. Per head: scores q.k (a fixed vector reduction over D),
-// softmax with a vectorised exp, then the weighted sum of values as one fma chain per element
+// target and dispatched at run time. Per head: scores q.k (four positions at a time, each a
+// fixed reduction over D), softmax with a vectorised exp, then the weighted sum of values as one fma chain per element
 // in position order. Every step depends only on the positions attended, never on how the
 // cache splits them into runs or on which other rows are being computed, so prefill and decode
 // give the same bits.
@@ -32,22 +32,46 @@ using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 constexpr size_t kN = hn::MaxLanes(DF());
 
-// q.k over n elements: four accumulator chains over consecutive vectors (short fma latency
-// chains), the last full vectors and the zero-padded partial one in fixed slots, then
-// (s0 + s1) + (s2 + s3) and the target's fixed lane sum. A function of n and the target only.
-HWY_INLINE float Dot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, size_t n) {
+// q.k for four positions at once, q loaded once per vector for all four. Per position: one fma
+// chain over the elements in order (full vectors, then the zero-padded partial one); then a
+// transposing lane sum: within each 128-bit block lanes (0 + 2) and (1 + 3), then those two,
+// then the blocks in order. Each lane of every step holds one position's own partial sums, so
+// a score is the same bits whichever positions share its group (or pad it): a function of D
+// and the target only.
+HWY_INLINE void Dot4(float* HWY_RESTRICT out, const float* HWY_RESTRICT q,
+                     const float* const* HWY_RESTRICT k, size_t D) {
   const DF df;
-  VF s[4] = {hn::Zero(df), hn::Zero(df), hn::Zero(df), hn::Zero(df)};
-  size_t i = 0;
-  for (; i + 4 * kN <= n; i += 4 * kN)
-    for (int k = 0; k < 4; ++k)
-      s[k] = hn::MulAdd(hn::LoadU(df, a + i + k * kN), hn::LoadU(df, b + i + k * kN), s[k]);
-  int k = 0;
-  for (; i + kN <= n; i += kN, ++k)
-    s[k] = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), s[k]);
-  if (i < n)
-    s[3] = hn::MulAdd(LoadWeightsN(df, a + i, n - i), LoadWeightsN(df, b + i, n - i), s[3]);
-  return hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(s[0], s[1]), hn::Add(s[2], s[3]))));
+  VF a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
+  size_t d = 0;
+  for (; d + kN <= D; d += kN) {
+    const VF qv = hn::LoadU(df, q + d);
+    a0 = hn::MulAdd(qv, hn::LoadU(df, k[0] + d), a0);
+    a1 = hn::MulAdd(qv, hn::LoadU(df, k[1] + d), a1);
+    a2 = hn::MulAdd(qv, hn::LoadU(df, k[2] + d), a2);
+    a3 = hn::MulAdd(qv, hn::LoadU(df, k[3] + d), a3);
+  }
+  if (d < D) {
+    const size_t n = D - d;
+    const VF qv = LoadWeightsN(df, q + d, n);
+    a0 = hn::MulAdd(qv, LoadWeightsN(df, k[0] + d, n), a0);
+    a1 = hn::MulAdd(qv, LoadWeightsN(df, k[1] + d, n), a1);
+    a2 = hn::MulAdd(qv, LoadWeightsN(df, k[2] + d, n), a2);
+    a3 = hn::MulAdd(qv, LoadWeightsN(df, k[3] + d, n), a3);
+  }
+  // Per block: [x0 + x2, y0 + y2, x1 + x3, y1 + y3] for positions x, y.
+  const VF p01 = hn::Add(hn::InterleaveLower(df, a0, a1), hn::InterleaveUpper(df, a0, a1));
+  const VF p23 = hn::Add(hn::InterleaveLower(df, a2, a3), hn::InterleaveUpper(df, a2, a3));
+  const hn::Repartition<uint64_t, DF> du64;
+  const auto b01 = hn::BitCast(du64, p01), b23 = hn::BitCast(du64, p23);
+  // Per block: the four positions' block sums.
+  const VF t = hn::Add(hn::BitCast(df, hn::InterleaveLower(du64, b01, b23)),
+                       hn::BitCast(df, hn::InterleaveUpper(du64, b01, b23)));
+  HWY_ALIGN float blocks[kN];
+  hn::Store(t, df, blocks);
+  const hn::Full128<float> d4;
+  auto sum = hn::Load(d4, blocks);
+  for (size_t b = 4; b < kN; b += 4) sum = hn::Add(sum, hn::Load(d4, blocks + b));
+  hn::StoreU(sum, d4, out);
 }
 
 // A head's part of a K or V row is a few cache lines, and rows sit kv_dim floats apart: a new
@@ -157,18 +181,32 @@ void AttentionImpl(float* out, const float* q, const KvRun* runs, size_t n_runs,
   for (int h = head_begin; h < head_end; ++h) {
     const float* qh = q + h * D;
     const size_t kv_offset = static_cast<size_t>(h / group) * D;
-    // Scores q.k / sqrt(D), and their maximum for a stable softmax.
+    // Scores q.k / sqrt(D), four positions at a time across run boundaries, and their
+    // maximum for a stable softmax.
     float max_score = -INFINITY;
     size_t p = 0;
+    const float* k_rows[4];
+    int n_group = 0;
+    auto score_group = [&]() HWY_ATTR {
+      for (int j = n_group; j < 4; ++j) k_rows[j] = k_rows[n_group - 1];  // padding, discarded
+      float dots[4];
+      Dot4(dots, qh, k_rows, D);
+      for (int j = 0; j < n_group; ++j, ++p) {
+        scratch[p] = dots[j] * scale;
+        max_score = std::max(max_score, scratch[p]);
+      }
+      n_group = 0;
+    };
     for (size_t r = 0; r < n_runs; ++r) {
       const float* k = runs[r].k + kv_offset;
       const int n = runs[r].n_positions;
-      for (int j = 0; j < n; ++j, ++p) {
+      for (int j = 0; j < n; ++j) {
         if (j + kPrefetchAhead < n) PrefetchRow(k + (j + kPrefetchAhead) * kv_dim, D);
-        scratch[p] = Dot(qh, k + j * kv_dim, D) * scale;
-        max_score = std::max(max_score, scratch[p]);
+        k_rows[n_group++] = k + j * kv_dim;
+        if (n_group == 4) score_group();
       }
     }
+    if (n_group > 0) score_group();
     const size_t n_positions = p;
     const float sum = ExpAndSum(scratch, n_positions, max_score);
     // Weighted sum of values, positions in order.
