@@ -7,7 +7,10 @@
 namespace kvlm {
 
 Result<std::unique_ptr<ByteLevelBpe>> ByteLevelBpe::create(BpeModel model) {
-  Result<Gpt2Pretokenizer> pretokenizer = Gpt2Pretokenizer::create();
+  Result<Pretokenizer> pretokenizer =
+      model.pretokenizer_pattern.empty()
+          ? Pretokenizer::create()
+          : Pretokenizer::create(model.pretokenizer_pattern, model.source + ": pre_tokenizer");
   KVLM_RETURN_IF_ERROR(pretokenizer);
   auto bpe = std::unique_ptr<ByteLevelBpe>(
       new ByteLevelBpe(std::move(model), std::move(pretokenizer).value()));
@@ -40,6 +43,11 @@ Result<std::unique_ptr<ByteLevelBpe>> ByteLevelBpe::create(BpeModel model) {
       if (slot < 0) slot = id;
     }
   }
+  if (m.ignore_merges) {
+    for (int32_t id = 0; id < n_vocab; ++id) {
+      if (m.present[id] && !special[id]) bpe->whole_tokens_.emplace(m.tokens[id], id);
+    }
+  }
   for (int b = 0; b < 256; ++b) {
     if (bpe->byte_ids_[b] < 0) {
       char hex[8];
@@ -51,7 +59,7 @@ Result<std::unique_ptr<ByteLevelBpe>> ByteLevelBpe::create(BpeModel model) {
   return bpe;
 }
 
-ByteLevelBpe::ByteLevelBpe(BpeModel model, Gpt2Pretokenizer pretokenizer)
+ByteLevelBpe::ByteLevelBpe(BpeModel model, Pretokenizer pretokenizer)
     : model_(std::move(model)), pretokenizer_(std::move(pretokenizer)), merges_(model_.merges) {}
 
 void ByteLevelBpe::clear_cache() const {
@@ -107,6 +115,12 @@ void ByteLevelBpe::encode_ordinary(std::string_view text, MergeCache* cache,
       if (piece.size() == 1) {
         out->push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
         continue;
+      }
+      if (model_.ignore_merges) {  // Hugging Face's BPE looks the whole piece up first
+        if (auto it = whole_tokens_.find(piece); it != whole_tokens_.end()) {
+          out->push_back(it->second);
+          continue;
+        }
       }
       const uint64_t hash = cache ? MergeCache::hash(piece) : 0;
       if (cache && cache->lookup(piece, hash, out)) continue;

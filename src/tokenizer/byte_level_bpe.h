@@ -1,10 +1,12 @@
-// ByteLevelBpe: GPT-2's tokenizer. Text is split by GPT-2's pre-tokenizer, each piece's bytes
-// start as one token each, and BPE merges them by rank. Pieces seen before come from a merge
-// cache, since in prose most words repeat.
+// ByteLevelBpe: GPT-2's tokenizer, and those built the same way (Llama 3's). Text is split by a
+// pre-tokenizer (GPT-2's pattern, or the one a tokenizer.json names), each piece's bytes start
+// as one token each, and BPE merges them by rank. Pieces seen before come from a merge cache,
+// since in prose most words repeat.
 #pragma once
 
 #include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "tokenizer/bpe_merge.h"
 #include "tokenizer/merge_cache.h"
@@ -21,7 +23,10 @@ struct BpeModel {
   std::vector<int32_t> special_ids;  // matched as whole strings when allow_special
   std::optional<int32_t> eos_id;
   std::optional<int32_t> bos_id;
-  std::string source;  // files it came from, for messages
+  bool add_bos = false;              // prompts start with bos_id (Llama 3's post-processor)
+  std::string pretokenizer_pattern;  // empty: GPT-2's
+  bool ignore_merges = false;        // a piece that is a token is that token, unmerged
+  std::string source;                // files it came from, for messages
 };
 
 class ByteLevelBpe final : public Tokenizer {
@@ -34,6 +39,7 @@ class ByteLevelBpe final : public Tokenizer {
   int32_t vocab_size() const override { return static_cast<int32_t>(model_.tokens.size()); }
   std::optional<int32_t> eos_id() const override { return model_.eos_id; }
   std::optional<int32_t> bos_id() const override { return model_.bos_id; }
+  bool add_bos() const override { return model_.add_bos && model_.bos_id.has_value(); }
   const std::string& source() const override { return model_.source; }
 
   const MergeTable& merge_table() const { return merges_; }
@@ -43,14 +49,16 @@ class ByteLevelBpe final : public Tokenizer {
   void clear_cache() const;
 
  private:
-  ByteLevelBpe(BpeModel model, Gpt2Pretokenizer pretokenizer);
+  ByteLevelBpe(BpeModel model, Pretokenizer pretokenizer);
   // `cache` may be null (another thread holds it, or caching is off).
   void encode_ordinary(std::string_view text, MergeCache* cache, std::vector<int32_t>* out) const;
 
   BpeModel model_;
-  Gpt2Pretokenizer pretokenizer_;
+  Pretokenizer pretokenizer_;
   MergeTable merges_;
   int32_t byte_ids_[256];  // the single-byte token of each byte
+  // With ignore_merges: every ordinary token's bytes -> its id (views into model_.tokens).
+  std::unordered_map<std::string_view, int32_t> whole_tokens_;
 
   // One thread at a time uses the cache: encode() takes it with try_lock for the whole call, and
   // a thread that finds it busy encodes without it rather than waiting.

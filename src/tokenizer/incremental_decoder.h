@@ -3,7 +3,9 @@
 // tokens), so each push returns only complete characters and holds back a trailing partial one
 // until the next token completes it. Bytes that can never become a valid character (invalid
 // UTF-8) are passed through rather than held, so the concatenation of everything returned plus
-// flush() is exactly decode(ids).
+// flush() is exactly the tokens' token_bytes(): decode(ids), except that a SentencePiece-style
+// decode() drops the space its encoder put at the start of a text (see tokenizer.h). Streamed
+// text continues a prompt, so it keeps that space.
 #pragma once
 
 #include <string>

@@ -62,6 +62,7 @@ class Llama2cTokenizer final : public Tokenizer {
   int32_t vocab_size() const override { return static_cast<int32_t>(pieces_.size()); }
   std::optional<int32_t> eos_id() const override { return kEos; }
   std::optional<int32_t> bos_id() const override { return kBos; }
+  bool add_bos() const override { return true; }  // run.c's encode(text, bos=1, ...)
   const std::string& source() const override { return source_; }
 
   // run.c's decode(prev_token, token): the piece of `token` as a C string, minus its leading

@@ -14,6 +14,8 @@ namespace {
   "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}" \
   "\\x{205F}\\x{3000}"
 
+constexpr char kWhiteSpace[] = KVLM_WS;
+
 constexpr char kPattern[] =
     "'s|'t|'re|'ve|'m|'ll|'d"
     "| ?\\p{L}+"
@@ -86,45 +88,92 @@ size_t scan_ascii_piece(const unsigned char* s, size_t n, size_t i) {
 
 }  // namespace
 
-struct Gpt2Pretokenizer::Regex {
+std::string spell_out_whitespace(std::string_view pattern) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      const char next = pattern[++i];
+      if (next == 's') {
+        out += in_class ? std::string(kWhiteSpace) : "[" + std::string(kWhiteSpace) + "]";
+      } else if (next == 'S' && !in_class) {
+        out += "[^" + std::string(kWhiteSpace) + "]";
+      } else {
+        out += c;
+        out += next;
+      }
+      continue;
+    }
+    out += c;
+    if (!in_class && c == '[') {
+      in_class = true;
+      // A ']' right after '[' or '[^' is a literal, not the end of the class.
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];
+    } else if (in_class && c == '[' && i + 1 < pattern.size() && pattern[i + 1] == ':') {
+      const size_t end = pattern.find(":]", i + 2);  // a POSIX class such as [:alpha:]
+      if (end != std::string_view::npos) {
+        out.append(pattern.substr(i + 1, end + 2 - (i + 1)));
+        i = end + 1;
+      }
+    } else if (in_class && c == ']') {
+      in_class = false;
+    }
+  }
+  return out;
+}
+
+struct Pretokenizer::Regex {
   pcre2_code* code = nullptr;
   ~Regex() { pcre2_code_free(code); }
 };
 
-Result<Gpt2Pretokenizer> Gpt2Pretokenizer::create() {
+Result<Pretokenizer> Pretokenizer::compile(const std::string& pcre2_pattern, bool fast_ascii,
+                                           const std::string& source) {
   auto regex = std::make_shared<Regex>();
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
-  regex->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kPattern), PCRE2_ZERO_TERMINATED,
-                              PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error_code,
-                              &error_offset, nullptr);
+  regex->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pcre2_pattern.data()),
+                              pcre2_pattern.size(), PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF,
+                              &error_code, &error_offset, nullptr);
   if (regex->code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error_code, message, sizeof message);
-    return Status::error("GPT-2 pre-tokenizer: PCRE2 rejected the pattern at offset " +
-                         std::to_string(error_offset) + ": " +
-                         reinterpret_cast<const char*>(message));
+    return Status::error(source + ": PCRE2 rejected the pattern at offset " +
+                         std::to_string(error_offset) + " (of " + pcre2_pattern +
+                         "): " + reinterpret_cast<const char*>(message));
   }
   // JIT is several times faster; without it (some platforms) pcre2_match interprets.
   pcre2_jit_compile(regex->code, PCRE2_JIT_COMPLETE);
-  return Gpt2Pretokenizer(std::move(regex));
+  return Pretokenizer(std::move(regex), fast_ascii);
 }
 
-size_t Gpt2Pretokenizer::split(std::string_view text, size_t pos, size_t max_pieces,
-                               std::vector<Piece>* pieces) const {
-  return split_impl(text, pos, max_pieces, /*fast_ascii=*/true, pieces);
+Result<Pretokenizer> Pretokenizer::create() {
+  return compile(kPattern, /*fast_ascii=*/true, "GPT-2 pre-tokenizer");
 }
 
-void Gpt2Pretokenizer::split(std::string_view text, std::vector<Piece>* pieces) const {
-  split_impl(text, 0, SIZE_MAX, /*fast_ascii=*/true, pieces);
+Result<Pretokenizer> Pretokenizer::create(std::string_view pattern, const std::string& source) {
+  const std::string spelled = spell_out_whitespace(pattern);
+  // GPT-2's own pattern, as a tokenizer.json may spell it, keeps the ASCII scanner.
+  return compile(spelled, spelled == kPattern, source);
 }
 
-void Gpt2Pretokenizer::split_regex_only(std::string_view text, std::vector<Piece>* pieces) const {
+size_t Pretokenizer::split(std::string_view text, size_t pos, size_t max_pieces,
+                           std::vector<Piece>* pieces) const {
+  return split_impl(text, pos, max_pieces, fast_ascii_, pieces);
+}
+
+void Pretokenizer::split(std::string_view text, std::vector<Piece>* pieces) const {
+  split_impl(text, 0, SIZE_MAX, fast_ascii_, pieces);
+}
+
+void Pretokenizer::split_regex_only(std::string_view text, std::vector<Piece>* pieces) const {
   split_impl(text, 0, SIZE_MAX, /*fast_ascii=*/false, pieces);
 }
 
-size_t Gpt2Pretokenizer::split_impl(std::string_view text, size_t pos, size_t max_pieces,
-                                    bool fast_ascii, std::vector<Piece>* pieces) const {
+size_t Pretokenizer::split_impl(std::string_view text, size_t pos, size_t max_pieces,
+                                bool fast_ascii, std::vector<Piece>* pieces) const {
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();
   const size_t stop_at = pieces->size() + std::min(max_pieces, SIZE_MAX - pieces->size());

@@ -1,7 +1,8 @@
 // Tokenizer: text <-> token ids, whatever the model's vocabulary format. The engine and the
 // command-line program only see this interface; load_tokenizer() picks the implementation from
-// the files it finds (GPT-2 byte-level BPE today; llama2.c's tokenizer.bin slots into the same
-// factory).
+// the files it finds: byte-level BPE (GPT-2's files, or a tokenizer.json such as GPT-2's or
+// Llama 3's), SentencePiece-style BPE with byte fallback (a Llama 2 / Mistral tokenizer.json),
+// or llama2.c's tokenizer.bin.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,10 @@ class Tokenizer {
 
   // The concatenated bytes of `ids`, which need not be valid UTF-8 (a token can hold part of a
   // character). Fails, naming the id and the vocabulary size, for an id outside the vocabulary.
+  // SentencePiece-style vocabularies differ only at the start of the text: their encoders put a
+  // space before the text, and decode() takes it off again as their reference decoders do
+  // (Hugging Face's Strip / Metaspace decoder, run.c after BOS), while token_bytes(), and so
+  // IncrementalDecoder, keep it: generated text continues a prompt, so its first space is real.
   virtual Result<std::string> decode(std::span<const int32_t> ids) const;
 
   // One more than the largest id.
@@ -42,13 +47,21 @@ class Tokenizer {
   virtual std::optional<int32_t> eos_id() const = 0;
   virtual std::optional<int32_t> bos_id() const = 0;
 
+  // Whether a prompt should start with bos_id(): the model was trained on texts that begin with
+  // it. Llama's tokenizers say so (Hugging Face's post-processor template "<s> $A", llama2.c's
+  // run.c); GPT-2's do not. encode() never adds it, so that encode and decode stay inverses and
+  // pieces of text can be encoded separately; whoever builds the prompt adds it.
+  virtual bool add_bos() const { return false; }
+
   // Where the vocabulary came from, e.g. "/models/gpt2/vocab.json + merges.txt".
   virtual const std::string& source() const = 0;
 };
 
-// Loads a tokenizer from `path`: a folder holding tokenizer.json, vocab.json + merges.txt, or
-// encoder.json + vocab.bpe (tried in that order), or a tokenizer.json file itself. A folder with
-// none of these is an error that lists what was looked for.
+// Loads a tokenizer from `path`: a folder holding tokenizer.json, vocab.json + merges.txt,
+// encoder.json + vocab.bpe or tokenizer.bin (tried in that order), or one of the one-file formats
+// itself (tokenizer.json, tokenizer.bin). A tokenizer.json is read as the kind its model,
+// normalizer and pre-tokenizer describe (see tokenizer_json.h). A folder with none of these is
+// an error that lists what was looked for.
 Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& path);
 
 }  // namespace kvlm
