@@ -1,11 +1,14 @@
 // Loaders for the files byte-level BPE vocabularies come in. Each checks what it reads and
 // names the file, line and column of the first problem: malformed JSON, a merge line that is
 // not two tokens, a merge naming a token the vocabulary lacks, two tokens sharing an id.
+// (Hugging Face's tokenizer.json is read by tokenizer_json.h, which uses the helpers here.)
 #pragma once
 
 #include <string>
 
 #include "tokenizer/byte_level_bpe.h"
+#include "tokenizer/json_cursor.h"
+#include "tokenizer/vocab_json.h"
 
 namespace kvlm {
 
@@ -15,9 +18,13 @@ namespace kvlm {
 Result<BpeModel> load_vocab_and_merges(const std::string& vocab_path,
                                        const std::string& merges_path);
 
-// Hugging Face's tokenizer.json with a BPE model. Only GPT-2's byte-level pre-tokenizer is
-// supported (another pattern would split text differently), so anything else is an error that
-// says what the file asks for.
-Result<BpeModel> load_tokenizer_json(const std::string& path);
+// Converts the byte-level text of each token ("Ġthe") to its bytes (" the") into `model`'s tokens
+// and presence flags; a character outside GPT-2's alphabet is an error at the token's place.
+Status byte_level_vocab_to_model(const VocabEntries& vocab, const JsonCursor& json,
+                                 BpeModel* model);
+
+// GPT-2 marks the end of a text (and, having nothing else, the start) with <|endoftext|>: when
+// the vocabulary has it, it becomes eos_id, bos_id and a special token.
+void set_end_of_text(const VocabEntries& vocab, BpeModel* model);
 
 }  // namespace kvlm

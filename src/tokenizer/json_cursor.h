@@ -20,6 +20,8 @@ class JsonCursor {
 
   // Byte offset of the next unread character (after skipping whitespace).
   size_t offset();
+  // The whole text being read (for taking out a value's spelling between two offsets).
+  std::string_view text() const { return text_; }
   // "FILE line L, column C" for a byte offset.
   std::string where(size_t offset) const;
   // An error at `offset`: "FILE line L, column C: message".

@@ -6,6 +6,7 @@
 #include "tokenizer/bpe_files.h"
 #include "tokenizer/byte_level_bpe.h"
 #include "tokenizer/llama2c_tokenizer.h"
+#include "tokenizer/tokenizer_json.h"
 
 namespace kvlm {
 
@@ -41,10 +42,9 @@ struct Format {
 
 const std::vector<Format>& formats() {
   static const std::vector<Format> formats = {
-      // tokenizer.json first: it is the most complete (it lists added special tokens).
-      {{"tokenizer.json"},
-       ".json",
-       [](const auto& p) { return make_bpe(load_tokenizer_json(p[0])); }},
+      // tokenizer.json first: it is the most complete (it lists added special tokens), and it
+      // says which kind of tokenizer it is (tokenizer_json.h).
+      {{"tokenizer.json"}, ".json", [](const auto& p) { return load_tokenizer_json(p[0]); }},
       {{"vocab.json", "merges.txt"},
        nullptr,
        [](const auto& p) { return make_bpe(load_vocab_and_merges(p[0], p[1])); }},
