@@ -1,9 +1,9 @@
 // Attention of one query row over the cache, vectorised over head_dim, compiled per Highway
 // target and dispatched at run time. Per head: scores q.k (four positions at a time, each a
-// fixed reduction over D), softmax with a vectorised exp, then the weighted sum of values as one fma chain per element
-// in position order. Every step depends only on the positions attended, never on how the
-// cache splits them into runs or on which other rows are being computed, so prefill and decode
-// give the same bits.
+// fixed reduction over D), softmax with a vectorised exp, then the weighted sum of values as one
+// fma chain per element in position order. Every step depends only on the positions attended, never
+// on how the cache splits them into runs or on which other rows are being computed, so prefill and
+// decode give the same bits.
 #include "ops/attention.h"
 
 #include <algorithm>
@@ -58,6 +58,14 @@ HWY_INLINE void Dot4(float* HWY_RESTRICT out, const float* HWY_RESTRICT q,
     a2 = hn::MulAdd(qv, LoadWeightsN(df, k[2] + d, n), a2);
     a3 = hn::MulAdd(qv, LoadWeightsN(df, k[3] + d, n), a3);
   }
+#if HWY_TARGET == HWY_SCALAR
+  // One lane: each chain is already its position's whole sum.
+  out[0] = hn::GetLane(a0);
+  out[1] = hn::GetLane(a1);
+  out[2] = hn::GetLane(a2);
+  out[3] = hn::GetLane(a3);
+}
+#else
   // Per block: [x0 + x2, y0 + y2, x1 + x3, y1 + y3] for positions x, y.
   const VF p01 = hn::Add(hn::InterleaveLower(df, a0, a1), hn::InterleaveUpper(df, a0, a1));
   const VF p23 = hn::Add(hn::InterleaveLower(df, a2, a3), hn::InterleaveUpper(df, a2, a3));
@@ -73,6 +81,7 @@ HWY_INLINE void Dot4(float* HWY_RESTRICT out, const float* HWY_RESTRICT q,
   for (size_t b = 4; b < kN; b += 4) sum = hn::Add(sum, hn::Load(d4, blocks + b));
   hn::StoreU(sum, d4, out);
 }
+#endif
 
 // A head's part of a K or V row is a few cache lines, and rows sit kv_dim floats apart: a new
 // 4 KB page every position or two, where the hardware prefetchers stop. So each row is fetched
