@@ -67,6 +67,10 @@ Result<std::vector<std::vector<int32_t>>> encode_prompts(const GenerateFlags& fl
       ids = llama2c->encode(text, /*bos=*/true, /*eos=*/false);  // as run.c: BOS first
     } else {
       ids = tokenizer->encode(text, flags.special);
+      // Tokenizers whose post-processor puts BOS first (Hugging Face Llama files) get it here,
+      // as transformers' tokenizer(text) does.
+      if (tokenizer->add_bos() && tokenizer->bos_id())
+        ids.insert(ids.begin(), *tokenizer->bos_id());
       // An empty prompt starts from the beginning-of-text token (GPT-2: <|endoftext|>), as
       // OpenAI's unconditional samples do.
       if (ids.empty() && config.bos_token_id >= 0) ids.push_back(config.bos_token_id);
@@ -253,7 +257,9 @@ int run_generate(const GenerateFlags& flags) {
          st.decode_seconds > 0 ? (st.generated_tokens - n_seq) / st.decode_seconds : 0.0},
         {"kv_cache_bytes", st.kv_bytes_allocated},
         {"prompt_tokens_cached", st.prompt_tokens_cached}};
-    std::printf("%s\n", out.dump().c_str());
+    // Text cut mid-character (a stop at --max-new inside a multi-byte token) is not valid
+    // UTF-8, which JSON cannot carry: such bytes become U+FFFD here; "ids" stay exact.
+    std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
   if (stream) {
