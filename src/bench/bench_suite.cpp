@@ -49,7 +49,7 @@ Result<BenchReport> run_bench(Model& model, const BenchOptions& o, const Paralle
   r.weight_bytes = model.weight_bytes();
 
   report_progress(o, "machine limits: read bandwidth and fma throughput");
-  auto bandwidth = measure_read_bandwidth(o.bandwidth_bytes, o.limit_repeats, par);
+  auto bandwidth = measure_read_bandwidth(o.bandwidth_bytes, o.bandwidth_repeats, par);
   if (!bandwidth) return bandwidth.status();
   r.bandwidth_gbs = bandwidth.value() / 1e9;
   r.fma_gflops = measure_fma_throughput(o.limit_repeats, o.fma_seconds, par) / 1e9;

@@ -19,6 +19,9 @@ namespace kvlm {
 struct BenchOptions {
   size_t bandwidth_bytes = size_t{512} << 20;  // far beyond any last-level cache
   int limit_repeats = 3;
+  // Bandwidth passes (the best counts): on a shared or virtual machine other tenants take a
+  // varying share of the memory bus, and a pass costs only about 20 ms.
+  int bandwidth_repeats = 10;
   double fma_seconds = 0.3;  // per fma-throughput repeat
   int prefill_repeats = 2;
   int decode_steps = 16;  // timed decode steps per round

@@ -119,6 +119,7 @@ TEST(BenchSuiteTest, TinyRunReportsEveryKeyAndIdenticalCachedResults) {
   BenchOptions o;
   o.bandwidth_bytes = size_t{4} << 20;
   o.limit_repeats = 1;
+  o.bandwidth_repeats = 1;
   o.fma_seconds = 0.005;
   o.prefill_repeats = 1;
   o.decode_steps = 2;
