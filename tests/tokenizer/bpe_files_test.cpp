@@ -6,6 +6,7 @@
 
 #include <random>
 
+#include "support/expect_error.h"
 #include "tokenizer/byte_unicode.h"
 #include "tokenizer/gpt2_test_data.h"
 
@@ -59,15 +60,7 @@ Result<std::unique_ptr<Tokenizer>> load_pair(const TempDir& dir, const std::stri
   return load_tokenizer(dir.path());
 }
 
-// Expects an error whose message contains every one of `parts`.
-void expect_error(const Result<std::unique_ptr<Tokenizer>>& r,
-                  const std::vector<std::string>& parts) {
-  ASSERT_FALSE(r.is_ok()) << "loaded, but expected an error mentioning " << parts[0];
-  for (const std::string& p : parts) {
-    EXPECT_NE(r.message().find(p), std::string::npos)
-        << "missing \"" << p << "\" in: " << r.message();
-  }
-}
+using test::expect_error;
 
 TEST(BpeFiles, TinyVocabularyLoadsAndMerges) {
   TempDir dir;

@@ -13,6 +13,7 @@
 #include "support/test_support.h"
 #include "tokenizer/llama2c_tokenizer.h"
 #include "tokenizer/sentencepiece_bpe.h"
+#include "tokenizer/sentencepiece_test_data.h"
 
 namespace kvlm {
 namespace {
@@ -72,12 +73,7 @@ std::string converted_tokenizer_json(const Llama2cTokenizer& t) {
                         {{{"type", "Prepend"}, {"prepend", "▁"}},
                          {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "▁"}}}}};
   doc["pre_tokenizer"] = nullptr;
-  doc["decoder"] = {{"type", "Sequence"},
-                    {"decoders",
-                     {{{"type", "Replace"}, {"pattern", {{"String", "▁"}}}, {"content", " "}},
-                      {{"type", "ByteFallback"}},
-                      {{"type", "Fuse"}},
-                      {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
+  doc["decoder"] = sp_test::llama2_decoder_json();
   doc["model"] = {{"type", "BPE"},         {"unk_token", "<unk>"}, {"fuse_unk", true},
                   {"byte_fallback", true}, {"vocab", vocab},       {"merges", merge_list}};
   return doc.dump();

@@ -38,6 +38,16 @@ enum : int32_t {
   kHE = 278,          // "he"
   kVocab = 279,
 };
+// Llama 2's decoder: "▁" back to spaces, <0xNN> tokens to bytes, the leading space stripped.
+inline nlohmann::ordered_json llama2_decoder_json() {
+  return {{"type", "Sequence"},
+          {"decoders",
+           {{{"type", "Replace"}, {"pattern", {{"String", "▁"}}}, {"content", " "}},
+            {{"type", "ByteFallback"}},
+            {{"type", "Fuse"}},
+            {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
+}
+
 constexpr int32_t byte_id(unsigned char b) {
   return 3 + b;
 }
@@ -118,12 +128,7 @@ inline std::string tokenizer_json(Style style = Style::kNormalizer, bool pair_me
                         {{"type", "ByteFallback"}},
                         {{"type", "Fuse"}}}}};
   } else {
-    doc["decoder"] = {{"type", "Sequence"},
-                      {"decoders",
-                       {{{"type", "Replace"}, {"pattern", {{"String", "▁"}}}, {"content", " "}},
-                        {{"type", "ByteFallback"}},
-                        {{"type", "Fuse"}},
-                        {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
+    doc["decoder"] = llama2_decoder_json();
   }
   doc["model"] = {{"type", "BPE"},
                   {"dropout", nullptr},

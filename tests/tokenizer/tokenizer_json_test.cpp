@@ -9,6 +9,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "support/expect_error.h"
 #include "support/test_support.h"
 #include "tokenizer/byte_level_bpe.h"
 #include "tokenizer/byte_unicode.h"
@@ -32,14 +33,7 @@ Result<std::unique_ptr<Tokenizer>> load_text(const test::TempDir& dir, const std
   return load_tokenizer(dir.file("tokenizer.json"));
 }
 
-void expect_error(const Result<std::unique_ptr<Tokenizer>>& r,
-                  const std::vector<std::string>& parts) {
-  ASSERT_FALSE(r.is_ok()) << "loaded, but expected an error mentioning " << parts[0];
-  for (const std::string& p : parts) {
-    EXPECT_NE(r.message().find(p), std::string::npos)
-        << "missing \"" << p << "\" in: " << r.message();
-  }
-}
+using test::expect_error;
 
 std::vector<std::string> pieces(const Pretokenizer& pt, std::string_view text) {
   std::vector<Piece> found;
