@@ -5,8 +5,10 @@
 #include <exception>
 
 #include "commands.h"
+#include "openmp_wait.h"
 
 int main(int argc, char** argv) {
+  kvlm::cli::set_openmp_wait_and_reexec(argv);
   CLI::App app{
       "kvlm: transformer inference built around its KV cache (GPT-2 from Hugging Face folders).\n"
       "Run 'kvlm CMD --help' for a command's flags."};
