@@ -233,7 +233,8 @@ void add_kv_size_command(CLI::App& app, int* exit_code) {
       "Bytes a model's KV cache takes for T tokens x batch B (K and V, every layer), beside "
       "the weights");
   cmd->add_option("--config", options->config_path, "a Hugging Face config.json");
-  cmd->add_option("--model", options->model_dir, "a model folder holding config.json, or a llama2.c model.bin");
+  cmd->add_option("--model", options->model_dir,
+                  "a model folder holding config.json, or a llama2.c model.bin");
   std::string presets;
   for (const std::string& n : kv::kv_preset_names()) presets += (presets.empty() ? "" : ", ") + n;
   cmd->add_option("--preset", options->preset, "a built-in model: " + presets);
