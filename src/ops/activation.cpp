@@ -22,7 +22,6 @@ namespace kvlm {
 namespace HWY_NAMESPACE {
 
 void GeluImpl(float* x, size_t n) {
-  using DF = hn::ScalableTag<float>;
   const DF df;
   const size_t N = hn::Lanes(df);
   const auto half = hn::Set(df, 0.5f), one = hn::Set(df, 1.0f);

@@ -28,10 +28,6 @@ namespace kvlm {
 namespace HWY_NAMESPACE {
 namespace {
 
-using DF = hn::ScalableTag<float>;
-using VF = hn::Vec<DF>;
-constexpr size_t kN = hn::MaxLanes(DF());
-
 // q.k for four positions at once, q loaded once per vector for all four. Per position: one fma
 // chain over the elements in order (full vectors, then the zero-padded partial one); then a
 // transposing lane sum: within each 128-bit block lanes (0 + 2) and (1 + 3), then those two,

@@ -22,7 +22,6 @@ namespace HWY_NAMESPACE {
 
 void LayernormImpl(float* out, const float* x, const float* weight, const float* bias, int n_rows,
                    int n_embd, float eps) {
-  using DF = hn::ScalableTag<float>;
   const DF df;
   const size_t N = hn::Lanes(df), C = n_embd;
   const size_t n_full = C / N * N, n_tail = C - n_full;

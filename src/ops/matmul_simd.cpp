@@ -35,10 +35,6 @@ namespace kvlm {
 namespace HWY_NAMESPACE {
 namespace {
 
-using DF = hn::ScalableTag<float>;
-using VF = hn::Vec<DF>;
-constexpr size_t kN = hn::MaxLanes(DF());
-
 // Vector registers the tiles may fill: 32 on AVX-512 and NEON, 16 on the others.
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_NEON
 constexpr int kVecRegs = 32;

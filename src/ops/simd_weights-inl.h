@@ -1,5 +1,6 @@
-// Per-target helpers shared by the SIMD kernels: weight vectors widened to fp32 from F32, F16
-// or BF16 storage, and zero-padded partial loads and stores for row and column tails. Include
+// Per-target helpers shared by the SIMD kernels: the fp32 vector type, weight vectors widened
+// to fp32 from F32, F16 or BF16 storage, and zero-padded partial loads and stores for row and
+// column tails. Include
 // after hwy/highway.h (and foreach_target.h) in a file compiled per target.
 
 // Per-target include guard: this file is included once per Highway target.
@@ -20,6 +21,11 @@ HWY_BEFORE_NAMESPACE();
 namespace kvlm {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+
+// The fp32 vector the kernels work in: the widest this target has, kN lanes.
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+constexpr size_t kN = hn::MaxLanes(DF());
 
 // Widening loads of Lanes(d) weights starting at p.
 template <class D>
