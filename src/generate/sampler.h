@@ -23,12 +23,10 @@
 #include <vector>
 
 #include "generate/rng.h"
-#include "generate/sampler_params.h"
+#include "kvlm/sampling.h"
 #include "kvlm/status.h"
 
 namespace kvlm {
-
-using TokenId = int32_t;
 
 struct TokenCandidate {
   TokenId id;

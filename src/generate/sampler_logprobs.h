@@ -8,19 +8,10 @@
 #include <vector>
 
 #include "generate/sampler.h"
+#include "kvlm/sampling.h"
 #include "kvlm/status.h"
 
 namespace kvlm {
-
-struct TokenLogprob {
-  TokenId id;
-  float logprob;  // natural log, <= 0
-};
-
-struct LogprobInfo {
-  TokenLogprob chosen;
-  std::vector<TokenLogprob> top;  // [min(n_top, n_vocab)] by (logprob desc, id asc)
-};
 
 // out[i] = logits[i] - log(sum_j exp(logits[j])), the sum in double.
 // Precondition: out.size() == logits.size() > 0 and check_logits(logits) passes.

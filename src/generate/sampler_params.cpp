@@ -1,4 +1,4 @@
-#include "generate/sampler_params.h"
+#include "kvlm/sampling.h"
 
 #include <cmath>
 #include <sstream>

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kvlm/status.h"
 
@@ -23,9 +24,10 @@ struct ModelConfig {
   int head_dim = 0;   // per-head width (n_embd / n_head for GPT-2)
   int n_ff = 0;       // feed-forward hidden width (4 * n_embd for GPT-2)
   float norm_eps = 1e-5f;
-  float rope_theta = 10000.0f;  // Llama only
-  bool tied_embeddings = true;  // output head shares the token embedding
-  int eos_token_id = -1;        // -1 when the config names none
+  float rope_theta = 10000.0f;         // Llama only
+  bool tied_embeddings = true;         // output head shares the token embedding
+  int eos_token_id = -1;               // -1 when the config names none; the first of eos_token_ids
+  std::vector<int32_t> eos_token_ids;  // every end-of-sequence id the config lists
   int bos_token_id = -1;
 
   int kv_dim() const { return n_kv_head * head_dim; }  // width of one cached K (or V) row

@@ -56,19 +56,26 @@ class Fields {
     return Status::ok();
   }
 
-  // A token id, or a list of them (Llama 3.1 lists several eos ids: the first is kept).
-  Status token_id(const char* field, int n_vocab, int* out) const {
+  // A token id, or a list of them (Llama 3.1 lists several eos ids): *first gets the first,
+  // *all (when given) every one.
+  Status token_id(const char* field, int n_vocab, int* first,
+                  std::vector<int32_t>* all = nullptr) const {
     if (!has(field)) return Status::ok();
-    nlohmann::json v = j_[field];
-    if (v.is_array() && !v.empty()) v = v[0];
-    if (!v.is_number_integer())
-      return Status::error(source_ + ": field '" + field + "' must be a token id, found " +
-                           j_[field].dump());
-    const int64_t id = v.get<int64_t>();
-    if (id < 0 || id >= n_vocab)
-      return Status::error(source_ + ": " + field + " " + std::to_string(id) +
-                           " is outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
-    *out = static_cast<int>(id);
+    const nlohmann::json& v = j_[field];
+    const nlohmann::json list = v.is_array() ? v : nlohmann::json::array({v});
+    if (list.empty())
+      return Status::error(source_ + ": field '" + field + "' must be a token id, found []");
+    for (const nlohmann::json& item : list) {
+      if (!item.is_number_integer())
+        return Status::error(source_ + ": field '" + field + "' must be a token id, found " +
+                             v.dump());
+      const int64_t id = item.get<int64_t>();
+      if (id < 0 || id >= n_vocab)
+        return Status::error(source_ + ": " + field + " " + std::to_string(id) +
+                             " is outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
+      if (all) all->push_back(static_cast<int32_t>(id));
+    }
+    *first = list[0].get<int>();
     return Status::ok();
   }
 
@@ -188,7 +195,7 @@ Result<LlamaConfig> parse_llama_config(const std::string& json_text, const std::
   }
   KVLM_RETURN_IF_ERROR(parse_rope_scaling(j, source, &lc.rope_scaling));
   KVLM_RETURN_IF_ERROR(f.token_id("bos_token_id", c.n_vocab, &c.bos_token_id));
-  KVLM_RETURN_IF_ERROR(f.token_id("eos_token_id", c.n_vocab, &c.eos_token_id));
+  KVLM_RETURN_IF_ERROR(f.token_id("eos_token_id", c.n_vocab, &c.eos_token_id, &c.eos_token_ids));
   KVLM_RETURN_IF_ERROR(validate_llama_config(lc, source));
   return lc;
 }

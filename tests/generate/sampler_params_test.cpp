@@ -1,6 +1,6 @@
 // SamplingParams::validate: every bad value is rejected with an error naming its flag and the
 // value found; the boundaries of each range are exact.
-#include "generate/sampler_params.h"
+#include "kvlm/sampling.h"
 
 #include <gtest/gtest.h>
 

@@ -1,14 +1,19 @@
-// SamplingParams: the user's sampling controls, one field per command-line flag, with the
-// meanings documented in docs/sampling.md. validate() is the single place that rejects bad
-// values, so the CLI and any later front end (HTTP) give the same errors naming the flag.
+// Public sampling types: the user's sampling controls and the log-probabilities reported with
+// each token. The samplers themselves live in src/generate/sampler.h.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kvlm/status.h"
 
 namespace kvlm {
 
+using TokenId = int32_t;
+
+// One field per command-line flag (and per OpenAI request field), meanings documented in
+// docs/sampling.md. validate() is the single place that rejects bad values, so the CLI and the
+// server give the same errors naming the flag.
 struct SamplingParams {
   float temperature = 1.0f;         // --temperature: 0 means greedy (argmax)
   int32_t top_k = 0;                // --top-k: keep the k most likely tokens; 0 = off
@@ -24,6 +29,19 @@ struct SamplingParams {
   // True when the chain reduces to argmax (temperature 0); top-k, top-p and min-p are then
   // irrelevant and the RNG is not used.
   bool is_greedy() const { return temperature == 0.0f; }
+};
+
+struct TokenLogprob {
+  TokenId id;
+  float logprob;  // natural log, <= 0
+};
+
+// The chosen token's log-probability and the most likely alternatives, from the RAW model
+// distribution (softmax of the logits before any penalty, temperature or filter), as the
+// OpenAI API reports them.
+struct LogprobInfo {
+  TokenLogprob chosen;
+  std::vector<TokenLogprob> top;  // [min(n_top, n_vocab)] by (logprob desc, id asc)
 };
 
 }  // namespace kvlm

@@ -1,0 +1,176 @@
+// The engine: many generation requests sharing one model and one paged KV cache, run by
+// continuous batching. This header (with the others in include/kvlm/) is all an embedding
+// program, the server or a binding needs; nothing here exposes src/.
+//
+// A request's life: submit() puts it in the waiting queue; each step() the scheduler gives
+// running sequences their next token first, then admits waiting requests in arrival order
+// (their prompts prefilled in chunks within the step's token budget, cached prefixes reused),
+// runs ONE Model::forward over the mixed batch, samples, and returns what happened as events.
+// A finished request gives its blocks back; its full blocks stay cached for later prompts.
+// When the cache runs out mid-generation, the most recently admitted sequence is preempted
+// (its blocks freed, itself put back at the head of the queue) and recomputed later.
+//
+// Exactness: a request's tokens and logits are bitwise the same whether it runs alone or among
+// others, whenever it arrives, however its prompt is chunked, with or without a prefix hit,
+// preempted or not, at any thread count (each sequence owns its sampler RNG, seeded from the
+// request; every kernel's reduction order is fixed; see docs/ARCHITECTURE.md).
+//
+// Threads: one thread drives step(); submit() and cancel() may be called from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvlm/sampling.h"
+#include "kvlm/status.h"
+
+namespace kvlm {
+
+class Model;      // src/model/model.h: an architecture's forward pass
+class Tokenizer;  // src/tokenizer/tokenizer.h: text <-> ids
+
+// What to load: a Hugging Face folder, a llama2.c .bin (or any format the loader knows).
+struct ModelSource {
+  std::string path;
+  std::string tokenizer_path;  // empty: the model folder's own tokenizer files, if any
+  std::string weights;         // "", "f32", "f16", "bf16": convert matrices on load
+};
+
+// A model with its tokenizer (which may be absent: ids-only use) and the generation
+// conventions decided from both in one place: BOS, end-of-sequence ids, llama2.c's run.c rules.
+class LoadedModel {
+ public:
+  static Result<std::shared_ptr<LoadedModel>> load(const ModelSource& source);
+  // For tests and the demo: a model already in memory.
+  static Result<std::shared_ptr<LoadedModel>> from_parts(
+      std::shared_ptr<Model> model, std::shared_ptr<const Tokenizer> tokenizer);
+
+  Model& model() const { return *model_; }
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  int n_ctx() const;
+  int n_vocab() const;
+  // Ids that end a sequence (all of the config's eos ids; llama2.c models: BOS, as run.c).
+  const std::vector<int32_t>& end_ids() const { return end_ids_; }
+  // True for llama2.c tokenizers: run.c's conventions (text printed = prompt + new text,
+  // the BOS that ends a run is neither kept nor printed).
+  bool run_c_conventions() const { return run_c_; }
+  // The prompt a text becomes: encoded, BOS first when the tokenizer's post-processor (or
+  // run.c) says so, the beginning-of-text token for an empty GPT-2 prompt. Needs a tokenizer.
+  Result<std::vector<int32_t>> encode_prompt(const std::string& text, bool allow_special) const;
+
+ private:
+  LoadedModel() = default;
+  std::shared_ptr<Model> model_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::vector<int32_t> end_ids_;
+  bool run_c_ = false;
+};
+
+using RequestId = uint64_t;
+
+struct Request {
+  // The prompt: ids used as they are (prompt_ids non-empty), or text encoded by
+  // LoadedModel::encode_prompt.
+  std::vector<int32_t> prompt_ids;
+  std::string prompt_text;
+  bool allow_special = false;  // text such as <|endoftext|> becomes that token
+  int max_new_tokens = 16;
+  SamplingParams sampling;
+  // This sequence's RNG is Rng(sequence_seed(sampling.seed, seed_index)): choice i of a request
+  // (the CLI's i-th prompt, the server's n-th choice) draws from its own stream.
+  uint64_t seed_index = 0;
+  std::vector<std::string> stop;  // stop strings (the stop text is not part of the output)
+  std::vector<int32_t> stop_ids;  // more ids that end the sequence, beside the model's own
+  bool ignore_eos = false;        // the model's end ids do not stop it (stop_ids still do)
+  int logprobs = 0;               // 0..20: top alternatives reported with each token
+};
+
+enum class FinishReason { kNone, kLength, kEos, kStop, kCancelled, kError };
+const char* finish_reason_name(FinishReason reason);  // "length", "eos", "stop", ...
+
+// One thing that happened to a request during a step.
+struct Event {
+  RequestId id = 0;
+  int32_t token = -1;  // the new token; -1 when the event carries none (cancel, final flush)
+  std::string text;    // text completed by this event: whole UTF-8 characters only
+  std::optional<LogprobInfo> logprobs;        // when the request asked for them
+  FinishReason finish = FinishReason::kNone;  // set on the request's last event
+  std::string error;                          // with kError: what went wrong
+};
+
+struct EngineOptions {
+  size_t kv_memory_bytes = 0;  // paged cache arena; 0: room for max_running full contexts
+  int block_size = 16;         // positions per cache block
+  int max_batch_tokens = 512;  // token budget of one step (decode tokens + prefill chunks)
+  int max_running = 16;        // sequences running at once
+  int threads = 0;             // 0: all cores
+  bool prefix_caching = true;  // reuse cached blocks of earlier prompts
+  // The uncached baseline: every step recomputes each running sequence from position 0 (same
+  // forward code, so the same bits as the cache; only the work differs).
+  bool recompute_every_step = false;
+};
+
+// Counters for metrics and benchmarks (monotonic, except the gauges).
+struct EngineStats {
+  int running = 0;           // gauge
+  int waiting = 0;           // gauge
+  double kv_usage = 0;       // gauge: fraction of cache blocks held by sequences
+  size_t kv_bytes_peak = 0;  // most cache bytes held at once
+  int64_t steps = 0;
+  int64_t prompt_tokens = 0;  // prompt tokens of admitted requests
+  int64_t generated_tokens = 0;
+  int64_t rows_computed = 0;   // token positions run through the model
+  int64_t prefix_queries = 0;  // prompt tokens looked up in the prefix cache
+  int64_t prefix_hits = 0;     // of those, found cached
+  int64_t preemptions = 0;
+  double forward_seconds = 0;
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> create(std::shared_ptr<LoadedModel> model,
+                                                const EngineOptions& options);
+  ~Engine();
+
+  // Queues a request. Refused at once, with both numbers, when it could never run: an empty
+  // prompt, ids outside the vocabulary, prompt + max_new_tokens beyond the context or beyond
+  // the whole cache; bad sampling values; text without a tokenizer. Thread-safe.
+  Result<RequestId> submit(Request request);
+  // Ends a request: its next step() reports kCancelled and frees its blocks. Unknown or
+  // finished ids are ignored. Thread-safe.
+  void cancel(RequestId id);
+  // One iteration: schedule, one forward over the mixed batch, sample. Returns the step's
+  // events (empty when there was nothing to do). Call from one thread only.
+  std::vector<Event> step();
+  // Requests submitted and not finished (their final event not yet returned by step()).
+  bool has_unfinished() const;
+  EngineStats stats() const;
+  const LoadedModel& model() const;
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// A request's whole result, for callers that do not stream.
+struct Completion {
+  std::vector<int32_t> prompt_ids;
+  std::vector<int32_t> ids;  // new tokens (an end id that stopped it included, except run.c's BOS)
+  std::string text;          // new text (stop string excluded)
+  FinishReason finish = FinishReason::kNone;
+  std::vector<LogprobInfo> logprobs;
+};
+
+// Submits every request, steps until all finish, returns their completions in order.
+// on_event (optional) sees each event as it happens (streaming).
+Result<std::vector<Completion>> run_to_completion(
+    Engine& engine, std::vector<Request> requests,
+    const std::function<void(const Event&)>& on_event = {});
+
+}  // namespace kvlm
