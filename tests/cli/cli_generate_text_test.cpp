@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/test_support.h"
+#include "tokenizer/gpt2_test_data.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvlm {
@@ -31,9 +32,8 @@ class CliGenerateText : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete dir_; }
   void SetUp() override {
-    if (test::shared_data_dir().empty())
-      GTEST_SKIP() << "../shared/data is absent: GPT-2 tokenizer tests skipped";
-    tokenizer_path_ = test::shared_data_dir() + "/gpt2-tokenizer";
+    KVLM_REQUIRE_GPT2_TOKENIZER();
+    tokenizer_path_ = gpt2_test::gpt2_dir();
   }
   std::string args() const {
     return "generate --model '" + dir_->path() + "' --tokenizer '" + tokenizer_path_ + "' ";

@@ -10,9 +10,10 @@ namespace kvlm {
 namespace {
 
 TEST(CliKvSizeLlama2c, StoriesModelBinHeader) {
-  if (test::shared_data_dir().empty()) GTEST_SKIP() << "../shared/data is absent: skipped";
-  const auto r = test::run_kvlm("kv-size --model '" + test::shared_data_dir() +
-                                "/stories260K/stories260K.bin' --seq-len 512 --json");
+  KVLM_REQUIRE_SHARED_DATA("stories260K/stories260K.bin");
+  const auto r =
+      test::run_kvlm("kv-size --model '" + test::shared_data_path("stories260K/stories260K.bin") +
+                     "' --seq-len 512 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   // 2 (K and V) x 5 layers x 4 KV heads x head_dim 8 x 512 tokens x 4 bytes

@@ -18,18 +18,11 @@
 namespace kvlm {
 namespace {
 
-std::string stories_dir() {
-  const std::string shared = KVLM_SHARED_DATA_DIR;
-  const std::string dir = shared + "/stories260K";
-  return std::filesystem::exists(dir + "/golden.json") ? dir : "";
-}
-
-#define REQUIRE_STORIES(dir)                                                           \
-  const std::string dir = stories_dir();                                               \
-  if (dir.empty())                                                                     \
-  GTEST_SKIP() << "stories260K not found under " KVLM_SHARED_DATA_DIR                  \
-                  " (the shared reference data is absent); the llama2.c golden check " \
-                  "needs stories260K.bin, tok512.bin and golden.json there"
+// The shared-data guard for the three stories260K files, then `dir` names their folder.
+#define REQUIRE_STORIES(dir)                                                        \
+  KVLM_REQUIRE_SHARED_DATA("stories260K/stories260K.bin", "stories260K/tok512.bin", \
+                           "stories260K/golden.json");                              \
+  const std::string dir = test::shared_data_path("stories260K")
 
 TEST(LlamaStories, HeaderIsTheDocumentedGqaModel) {
   REQUIRE_STORIES(dir);

@@ -66,10 +66,31 @@ std::string source_dir() {
   return KVLM_SOURCE_DIR;
 }
 
-std::string shared_data_dir() {
-  struct stat st {};
-  const std::string dir = KVLM_SHARED_DATA_DIR;
-  return stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? dir : "";
+std::string shared_data_path(const std::string& relative) {
+  const char* from_env = std::getenv("KVLM_SHARED_DATA");
+  const std::string dir =
+      from_env != nullptr && *from_env != '\0' ? from_env : KVLM_SHARED_DATA_DIR;
+  return relative.empty() ? dir : dir + "/" + relative;
+}
+
+std::string missing_shared_data(std::initializer_list<std::string> relatives) {
+  std::string missing;
+  for (const std::string& relative : relatives) {
+    struct stat st {};
+    const std::string path = shared_data_path(relative);
+    if (stat(path.c_str(), &st) == 0 && (S_ISDIR(st.st_mode) || st.st_size > 0)) continue;
+    missing += (missing.empty() ? "" : ", ") + relative;
+  }
+  if (missing.empty()) return "";
+  return "shared reference data missing under " + shared_data_path() + ": " + missing +
+         (shared_data_required()
+              ? " (KVLM_REQUIRE_SHARED_DATA=1: CI requires it; mount ../shared/data)"
+              : " (skipped; KVLM_REQUIRE_SHARED_DATA=1 makes this a failure)");
+}
+
+bool shared_data_required() {
+  const char* v = std::getenv("KVLM_REQUIRE_SHARED_DATA");
+  return v != nullptr && std::string(v) == "1";
 }
 
 }  // namespace kvlm::test

@@ -1,8 +1,11 @@
 // Helpers shared by kvlm's tests: temporary folders, small GPT-2 models written as real files,
-// running the built kvlm program.
+// running the built kvlm program, and the one guard for the shared reference data.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -40,6 +43,29 @@ struct CommandResult {
 CommandResult run_kvlm(const std::string& args, const std::string& stdin_text = "");
 
 std::string source_dir();
-std::string shared_data_dir();  // empty when ../shared/data is absent
+
+// The shared reference data (real tokenizers, stories260K, their goldens): ../shared/data,
+// or the folder named by the environment variable KVLM_SHARED_DATA (tests use it to hide the
+// data). shared_data_path("stories260K/tok512.bin") is that file's path, present or not.
+std::string shared_data_path(const std::string& relative = "");
+// "" when every named file is there (and not empty); otherwise the one message saying which are
+// missing, where they were looked for, and what to do.
+std::string missing_shared_data(std::initializer_list<std::string> relatives);
+// KVLM_REQUIRE_SHARED_DATA=1 (set by .ci/run): a missing file fails the test instead of
+// skipping it, so nothing the README claims can vanish from CI unnoticed.
+bool shared_data_required();
 
 }  // namespace kvlm::test
+
+// The guard every test that reads ../shared/data starts with (in its body or in SetUp):
+//   KVLM_REQUIRE_SHARED_DATA("stories260K/stories260K.bin", "stories260K/golden.json");
+// skips the test when a file is missing, or fails it under KVLM_REQUIRE_SHARED_DATA=1.
+#define KVLM_REQUIRE_SHARED_DATA(...)                                                     \
+  if (const std::string kvlm_missing_ = ::kvlm::test::missing_shared_data({__VA_ARGS__}); \
+      kvlm_missing_.empty()) {                                                            \
+  } else if (::kvlm::test::shared_data_required())                                        \
+    FAIL() << kvlm_missing_;                                                              \
+  else                                                                                    \
+    GTEST_SKIP() << kvlm_missing_
+
+namespace kvlm::test {}  // namespace kvlm::test

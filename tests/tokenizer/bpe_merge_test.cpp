@@ -51,7 +51,7 @@ TEST(BpeMerge, RepeatedPairKeepsItsLastRank) {
 }
 
 TEST(BpeMerge, HeapAndRescanAgreeOnGpt2) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   const auto* bpe = dynamic_cast<const ByteLevelBpe*>(&gpt2_test::gpt2());
   ASSERT_NE(bpe, nullptr);
   // Letters, spaces and punctuation, so merges cross what would be piece boundaries and long

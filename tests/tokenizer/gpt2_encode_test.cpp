@@ -74,7 +74,7 @@ std::vector<Case> reference_cases() {
 }
 
 TEST(Gpt2Encode, MatchesOpenAIsEncoderOnMoreCases) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   for (const Case& c : reference_cases()) {
     EXPECT_EQ(gpt2().encode(c.text, false), c.ids) << "text: " << c.text;
     Result<std::string> back = gpt2().decode(c.ids);
@@ -84,7 +84,7 @@ TEST(Gpt2Encode, MatchesOpenAIsEncoderOnMoreCases) {
 }
 
 TEST(Gpt2Encode, SpecialTokensOnlyWhenAllowed) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   const std::string text = "Hello<|endoftext|>World";
   EXPECT_EQ(gpt2().encode(text, false),
             (std::vector<int32_t>{15496, 27, 91, 437, 1659, 5239, 91, 29, 10603}));
@@ -101,7 +101,7 @@ TEST(Gpt2Encode, SpecialTokensOnlyWhenAllowed) {
 }
 
 TEST(Gpt2Encode, InvalidUtf8EncodesAndRoundTrips) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   const std::vector<std::string> texts = {
       "\xff",
       "\xff\xfe\xfd",
@@ -134,7 +134,7 @@ TEST(Gpt2Encode, InvalidUtf8EncodesAndRoundTrips) {
 // Random byte strings, random code points and random mixes of words and symbols all encode to
 // valid ids and decode to the exact input.
 TEST(Gpt2Encode, RandomInputsRoundTrip) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   std::mt19937 rng(1234);
   const std::vector<std::string> atoms = {
       "the", " cat", "'s", "'ll", " ",      "  ",     "\n",     "\t",   "1",    "23",      ".",
@@ -165,7 +165,7 @@ TEST(Gpt2Encode, RandomInputsRoundTrip) {
 }
 
 TEST(Gpt2Encode, CacheDoesNotChangeIds) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   Result<std::unique_ptr<Tokenizer>> loaded = load_tokenizer(gpt2_test::gpt2_dir());
   ASSERT_TRUE(loaded.is_ok()) << loaded.message();
   auto* bpe = dynamic_cast<ByteLevelBpe*>(loaded.value().get());
@@ -180,7 +180,7 @@ TEST(Gpt2Encode, CacheDoesNotChangeIds) {
 // The merge cache belongs to one encode at a time; others run without it. Either way the ids
 // must be the same.
 TEST(Gpt2Encode, ConcurrentEncodesAgree) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   std::string text;
   for (int i = 0; i < 2000; ++i) text += "Word" + std::to_string(i % 97) + " and more words. ";
   const std::vector<int32_t> want = gpt2().encode(text, false);
@@ -197,7 +197,7 @@ TEST(Gpt2Encode, ConcurrentEncodesAgree) {
 
 // A piece long enough for the heap merge (a 20 KB run of one symbol) gives OpenAI's ids.
 TEST(Gpt2Encode, LongPiecesUseTheHeapMergeCorrectly) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   const std::string dashes(20000, '-');
   const std::vector<int32_t> ids = gpt2().encode(dashes, false);
   Result<std::string> back = gpt2().decode(ids);
@@ -210,7 +210,7 @@ TEST(Gpt2Encode, LongPiecesUseTheHeapMergeCorrectly) {
 }
 
 TEST(Gpt2Decode, IdOutsideVocabularyIsAnError) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   const std::vector<int32_t> bad = {15496, 50257};
   Result<std::string> text = gpt2().decode(bad);
   ASSERT_FALSE(text.is_ok());

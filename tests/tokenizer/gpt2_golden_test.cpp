@@ -33,7 +33,7 @@ std::string make_layout(const std::string& layout, const TempDir& dir) {
 class Gpt2GoldenTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Gpt2GoldenTest, EveryCaseGivesOpenAIsIds) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   TempDir dir;
   Result<std::unique_ptr<Tokenizer>> tok = load_tokenizer(make_layout(GetParam(), dir));
   ASSERT_TRUE(tok.is_ok()) << tok.message();
@@ -57,7 +57,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, Gpt2GoldenTest,
                                            "tokenizer_json_pairs", "tokenizer_json_file"));
 
 TEST(Gpt2Golden, SharedFolderLoadsWithAllLayoutsPresent) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   Result<std::unique_ptr<Tokenizer>> tok = load_tokenizer(gpt2_dir());
   ASSERT_TRUE(tok.is_ok()) << tok.message();
   EXPECT_EQ(tok.value()->encode("Hello world", false), (std::vector<int32_t>{15496, 995}));

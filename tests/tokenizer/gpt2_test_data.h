@@ -16,17 +16,15 @@
 namespace kvlm::gpt2_test {
 
 inline std::string gpt2_dir() {
-  return std::string(KVLM_SHARED_DATA_DIR) + "/gpt2-tokenizer";
-}
-inline bool have_gpt2() {
-  return std::filesystem::exists(gpt2_dir() + "/golden.json");
+  return test::shared_data_path("gpt2-tokenizer");
 }
 
-// Skips a test when ../shared/data is absent; fails it when the files are there but do not load.
-#define KVLM_SKIP_WITHOUT_GPT2()                                                                   \
-  if (!::kvlm::gpt2_test::have_gpt2())                                                             \
-    GTEST_SKIP() << "GPT-2 tokenizer data not found at " << ::kvlm::gpt2_test::gpt2_dir()          \
-                 << " (set by KVLM_SHARED_DATA_DIR); these tests need ../shared/data";             \
+// The shared-data guard (support/test_support.h) for every GPT-2 tokenizer file; then fails the
+// test when the files are there but do not load.
+#define KVLM_REQUIRE_GPT2_TOKENIZER()                                                              \
+  KVLM_REQUIRE_SHARED_DATA("gpt2-tokenizer/golden.json", "gpt2-tokenizer/vocab.json",              \
+                           "gpt2-tokenizer/merges.txt", "gpt2-tokenizer/encoder.json",             \
+                           "gpt2-tokenizer/vocab.bpe");                                            \
   if (std::string kvlm_gpt2_error_; ::kvlm::gpt2_test::gpt2_or_null(&kvlm_gpt2_error_) == nullptr) \
   FAIL() << "GPT-2 tokenizer failed to load: " << kvlm_gpt2_error_
 
@@ -101,7 +99,7 @@ inline const Tokenizer* gpt2_or_null(std::string* error = nullptr) {
   return tok.get();
 }
 
-// Only after KVLM_SKIP_WITHOUT_GPT2(), which checks that it loaded.
+// Only after KVLM_REQUIRE_GPT2_TOKENIZER(), which checks that it loaded.
 inline const Tokenizer& gpt2() {
   return *gpt2_or_null();
 }

@@ -29,7 +29,7 @@ TEST(CompleteUtf8Prefix, HoldsOnlyAnUnfinishedValidCharacter) {
 }
 
 TEST(IncrementalDecoder, EmojiSplitAcrossTokens) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   // "I ❤" is [40, 43074, 97] in GPT-2: token 43074 holds the first two bytes of the heart.
   IncrementalDecoder dec(gpt2_test::gpt2());
   EXPECT_EQ(dec.push(40).value(), "I");
@@ -41,7 +41,7 @@ TEST(IncrementalDecoder, EmojiSplitAcrossTokens) {
 }
 
 TEST(IncrementalDecoder, FlushReturnsAnUnfinishedCharacter) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   IncrementalDecoder dec(gpt2_test::gpt2());
   EXPECT_EQ(dec.push(43074).value(), " ");
   EXPECT_EQ(dec.flush(), "\xe2\x9d");
@@ -50,7 +50,7 @@ TEST(IncrementalDecoder, FlushReturnsAnUnfinishedCharacter) {
 }
 
 TEST(IncrementalDecoder, BadIdIsAnErrorAndKeepsState) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   IncrementalDecoder dec(gpt2_test::gpt2());
   ASSERT_TRUE(dec.push(43074).is_ok());
   Result<std::string> bad = dec.push(60000);
@@ -62,7 +62,7 @@ TEST(IncrementalDecoder, BadIdIsAnErrorAndKeepsState) {
 // Over random id streams: every chunk is whole UTF-8 unless the bytes were invalid anyway, and
 // the chunks plus the final flush are exactly decode(ids).
 TEST(IncrementalDecoder, RandomStreamsAddUpToDecode) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   const Tokenizer& tok = gpt2_test::gpt2();
   std::mt19937 rng(99);
   for (int iter = 0; iter < 300; ++iter) {

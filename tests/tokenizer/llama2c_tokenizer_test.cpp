@@ -282,11 +282,8 @@ TEST(Llama2cTokenizer, FactoryPicksItForBinFilesAndFolders) {
 }
 
 TEST(Llama2cTokenizer, Tok512EncodesLikeRunC) {
-  const std::string shared = test::shared_data_dir();
-  const std::string path = shared + "/stories260K/tok512.bin";
-  if (shared.empty() || !std::filesystem::exists(path))
-    GTEST_SKIP() << "tok512.bin not found under " KVLM_SHARED_DATA_DIR
-                    " (the shared reference data is absent)";
+  KVLM_REQUIRE_SHARED_DATA("stories260K/tok512.bin");
+  const std::string path = test::shared_data_path("stories260K/tok512.bin");
   auto t = Llama2cTokenizer::load(path, 512);
   ASSERT_TRUE(t.is_ok()) << t.message();
   EXPECT_EQ(t.value()->max_token_length(), 7);

@@ -80,9 +80,8 @@ std::string converted_tokenizer_json(const Llama2cTokenizer& t) {
 }
 
 TEST(SentencePieceCrossCheck, Tok512ConvertedGivesLlama2cIds) {
-  if (test::shared_data_dir().empty())
-    GTEST_SKIP() << "../shared/data is absent: the tok512.bin cross-check is skipped";
-  auto llama2c = Llama2cTokenizer::load(test::shared_data_dir() + "/stories260K/tok512.bin");
+  KVLM_REQUIRE_SHARED_DATA("stories260K/tok512.bin");
+  auto llama2c = Llama2cTokenizer::load(test::shared_data_path("stories260K/tok512.bin"));
   ASSERT_TRUE(llama2c.is_ok()) << llama2c.message();
   test::TempDir dir;
   test::write_text(dir.file("tokenizer.json"), converted_tokenizer_json(*llama2c.value()));

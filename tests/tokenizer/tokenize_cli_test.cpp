@@ -15,7 +15,7 @@ std::string gpt2_flag() {
 }
 
 TEST(TokenizeCli, PrintsIdsOrJson) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   test::CommandResult r = run_kvlm("tokenize " + gpt2_flag(), "Hello world");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "15496 995\n");
@@ -28,7 +28,7 @@ TEST(TokenizeCli, PrintsIdsOrJson) {
 }
 
 TEST(TokenizeCli, SpecialFlagMakesEndOfTextOneToken) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   test::CommandResult r = run_kvlm("tokenize " + gpt2_flag(), "a<|endoftext|>");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "64 27 91 437 1659 5239 91 29\n");
@@ -38,7 +38,7 @@ TEST(TokenizeCli, SpecialFlagMakesEndOfTextOneToken) {
 }
 
 TEST(TokenizeCli, ModelFolderAndTokenizerJsonFile) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   test::TempDir dir;
   test::write_text(dir.file("tokenizer.json"), gpt2_test::gpt2_tokenizer_json(false));
   test::CommandResult r = run_kvlm("tokenize --model '" + dir.path() + "'", "Hello world");
@@ -50,7 +50,7 @@ TEST(TokenizeCli, ModelFolderAndTokenizerJsonFile) {
 }
 
 TEST(DetokenizeCli, AcceptsCommasSpacesAndJson) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   for (const char* input :
        {"15496 995", "15496,995\n", " 15496 ,\n 995 ", "{\"ids\":[15496,995]}", "[15496, 995]"}) {
     test::CommandResult r = run_kvlm("detokenize " + gpt2_flag(), input);
@@ -63,7 +63,7 @@ TEST(DetokenizeCli, AcceptsCommasSpacesAndJson) {
 }
 
 TEST(TokenizeCli, AnyBytesRoundTripThroughBothCommands) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   const std::string text = "Caf\xc3\xa9 \xff\xfe 😀\n\n  <|endoftext|> \xe2\x82 end\n";
   test::CommandResult ids = run_kvlm("tokenize " + gpt2_flag(), text);
   ASSERT_EQ(ids.exit_code, 0) << ids.err;
@@ -73,7 +73,7 @@ TEST(TokenizeCli, AnyBytesRoundTripThroughBothCommands) {
 }
 
 TEST(DetokenizeCli, IdOutsideTheVocabularyFails) {
-  KVLM_SKIP_WITHOUT_GPT2();
+  KVLM_REQUIRE_GPT2_TOKENIZER();
   test::CommandResult r = run_kvlm("detokenize " + gpt2_flag(), "15496 50257");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(r.out, "");
