@@ -96,6 +96,17 @@ TEST(TopP, KeepsTheSmallestSetReachingP) {
   EXPECT_EQ(ids_of(a), (std::vector<TokenId>{3, 2}));
   expect_probs(a, {0.0, 0.0, 3.0 / 7.0, 4.0 / 7.0});
 
+  // Exactly p where the float p lies above the decimal: 0.8f is 0.800000012, and 0.5 + 0.3 as
+  // the sampler sums them (from logs) is within rounding of 0.8; the tolerance at p keeps it
+  // a two-token nucleus. (0.7f above rounds down, so it never exercised the tolerance.)
+  const std::vector<float> k532 = log_of({0.5f, 0.3f, 0.2f});
+  auto p08 = make_top_p_sampler(0.8f);
+  const Candidates b = run(*p08, k532);
+  EXPECT_EQ(ids_of(b), (std::vector<TokenId>{0, 1}));
+  expect_probs(b, {0.625, 0.375, 0.0});
+  auto p081 = make_top_p_sampler(0.81f);  // and just above it, all three
+  EXPECT_EQ(ids_of(run(*p081, k532)), (std::vector<TokenId>{0, 1, 2}));
+
   auto p071 = make_top_p_sampler(0.71f);  // 0.7 falls short: a third token is needed
   EXPECT_EQ(ids_of(run(*p071, kQuarter)), (std::vector<TokenId>{3, 2, 1}));
   auto p03 = make_top_p_sampler(0.3f);  // the top token alone reaches 0.3
