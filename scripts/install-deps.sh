@@ -4,7 +4,8 @@
 set -euo pipefail
 packages=(cmake g++ make pkg-config git
           nlohmann-json3-dev libcli11-dev libpcre2-dev libhwy-dev
-          libgtest-dev libgmock-dev libbenchmark-dev)
+          libgtest-dev libgmock-dev libbenchmark-dev
+          clang libclang-rt-14-dev libomp-dev)  # clang builds; libFuzzer + sanitizer runtimes
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

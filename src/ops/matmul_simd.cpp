@@ -12,6 +12,12 @@
 //     reduction in registers, each weight vector feeding 6 rows: the prefill kernel.
 // kOutIn ([O, I], the output head and nn.Linear): 16-lane dot products over contiguous rows,
 //   several outputs (and rows) per tile so that independent chains hide the fma latency.
+//
+// An OpenMP parallel region here only calls a HWY_NOINLINE function of this target: clang
+// (14 at least) compiles a region's body as a separate outlined function that does not get the
+// target attributes Highway puts on this namespace, so SIMD code written inside a region would
+// be built for baseline x86-64 (F16 widening became one libcall, __gnu_h2f_ieee, per element,
+// and clang builds failed to link).
 #include <omp.h>
 
 #include <algorithm>
@@ -144,14 +150,12 @@ HWY_INLINE void TileKernel(float* HWY_RESTRICT out, size_t n_out, const float* H
     }
 }
 
+// Thread t of nt: a contiguous range of column strips, the whole loop nest on its own.
 template <typename WT>
-void InOutTiled(float* out, const float* x, const WT* w, const float* bias, size_t n_rows,
-                size_t n_in, size_t n_out, int n_threads) {
+HWY_NOINLINE void InOutTiledThread(float* out, const float* x, const WT* w, const float* bias,
+                                   size_t n_rows, size_t n_in, size_t n_out, size_t t, size_t nt) {
   const size_t n_strips = (n_out + kTileCols - 1) / kTileCols;
-#pragma omp parallel num_threads(n_threads)
   {
-    // Each thread a contiguous range of column strips, the whole loop nest on its own.
-    const size_t t = omp_get_thread_num(), nt = omp_get_num_threads();
     const size_t s0 = n_strips * t / nt, s1 = n_strips * (t + 1) / nt;
     HWY_ALIGN float a[kBlockRows * kBlockK];
     HWY_ALIGN float p[kBlockK * kTileCols];
@@ -183,6 +187,14 @@ void InOutTiled(float* out, const float* x, const WT* w, const float* bias, size
       }
     }
   }
+}
+
+template <typename WT>
+void InOutTiled(float* out, const float* x, const WT* w, const float* bias, size_t n_rows,
+                size_t n_in, size_t n_out, int n_threads) {
+#pragma omp parallel num_threads(n_threads)
+  InOutTiledThread(out, x, w, bias, n_rows, n_in, n_out, omp_get_thread_num(),
+                   omp_get_num_threads());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -282,14 +294,12 @@ void InOutStreamRange(float* out, const float* x, const WT* w, const float* bias
   }
 }
 
+// Thread t of nt: one contiguous range of whole vectors, so its weight reads are sequential.
 template <typename WT>
-void InOutStream(float* out, const float* x, const WT* w, const float* bias, size_t n_rows,
-                 size_t n_in, size_t n_out, int n_threads) {
+HWY_NOINLINE void InOutStreamThread(float* out, const float* x, const WT* w, const float* bias,
+                                    size_t n_rows, size_t n_in, size_t n_out, size_t t, size_t nt) {
   const size_t n_vecs = (n_out + kN - 1) / kN;
-#pragma omp parallel num_threads(n_threads)
   {
-    // Each thread one contiguous range of whole vectors: sequential weight reads.
-    const size_t t = omp_get_thread_num(), nt = omp_get_num_threads();
     const size_t c0 = n_vecs * t / nt * kN;
     const size_t c1 = std::min(n_out, n_vecs * (t + 1) / nt * kN);
     for (size_t r = 0; r < n_rows && c0 < c1; r += kStreamMaxRows) {
@@ -323,6 +333,14 @@ void InOutStream(float* out, const float* x, const WT* w, const float* bias, siz
       }
     }
   }
+}
+
+template <typename WT>
+void InOutStream(float* out, const float* x, const WT* w, const float* bias, size_t n_rows,
+                 size_t n_in, size_t n_out, int n_threads) {
+#pragma omp parallel num_threads(n_threads)
+  InOutStreamThread(out, x, w, bias, n_rows, n_in, n_out, omp_get_thread_num(),
+                    omp_get_num_threads());
 }
 static_assert(kStreamMaxRows == 8, "InOutStream's switch covers 1..8 rows");
 
@@ -409,21 +427,27 @@ void OutInOutputs(float* out, const float* x, const WT* w, const float* bias, si
   for (; r < n_rows; ++r) OutInTile<RO, 1>(out + r * n_out, x + r * n_in, w, bias, n_in, n_out);
 }
 
+// Output tile t: outputs [t * RO, t * RO + RO) for all rows (fewer at the end).
+template <int RO, int RR, typename WT>
+HWY_NOINLINE void OutInOutputTile(float* out, const float* x, const WT* w, const float* bias,
+                                  size_t n_rows, size_t n_in, size_t n_out, size_t t) {
+  const size_t o0 = t * RO;
+  if (o0 + RO <= n_out) {
+    OutInOutputs<RO, RR>(out + o0, x, w + o0 * n_in, bias ? bias + o0 : nullptr, n_rows, n_in,
+                         n_out);
+    return;
+  }
+  for (size_t o = o0; o < n_out; ++o)
+    OutInOutputs<1, RR>(out + o, x, w + o * n_in, bias ? bias + o : nullptr, n_rows, n_in, n_out);
+}
+
 template <int RO, int RR, typename WT>
 void OutInAll(float* out, const float* x, const WT* w, const float* bias, size_t n_rows,
               size_t n_in, size_t n_out, int n_threads) {
   const size_t n_tiles = (n_out + RO - 1) / RO;
 #pragma omp parallel for num_threads(n_threads) schedule(static)
-  for (size_t t = 0; t < n_tiles; ++t) {
-    const size_t o0 = t * RO;
-    if (o0 + RO <= n_out) {
-      OutInOutputs<RO, RR>(out + o0, x, w + o0 * n_in, bias ? bias + o0 : nullptr, n_rows, n_in,
-                           n_out);
-      continue;
-    }
-    for (size_t o = o0; o < n_out; ++o)
-      OutInOutputs<1, RR>(out + o, x, w + o * n_in, bias ? bias + o : nullptr, n_rows, n_in, n_out);
-  }
+  for (size_t t = 0; t < n_tiles; ++t)
+    OutInOutputTile<RO, RR>(out, x, w, bias, n_rows, n_in, n_out, t);
 }
 
 }  // namespace
