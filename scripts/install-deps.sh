@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(cmake g++ make pkg-config git
           nlohmann-json3-dev libcli11-dev libpcre2-dev libhwy-dev
           libgtest-dev libgmock-dev libbenchmark-dev
+          libcpp-httplib-dev  # kvlm serve's HTTP library
           clang libclang-rt-14-dev libomp-dev)  # clang builds; libFuzzer + sanitizer runtimes
 missing=()
 for p in "${packages[@]}"; do
@@ -15,4 +16,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# kvlm serve's end-to-end tests drive the server with the openai npm client (tests/e2e), which
+# needs Node 20 or newer and npm; machines here come with them. Without them those tests skip.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "kvlm: node/npm not found: the kvlm serve end-to-end tests will be skipped" >&2
+elif [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
+  echo "kvlm: node $(node --version) is older than 20: the kvlm serve end-to-end tests will be skipped" >&2
 fi
