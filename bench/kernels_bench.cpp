@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "bench/machine_limits.h"
-#include "model/dtype.h"
+#include "ops/dtype.h"
 #include "ops/attention.h"
 #include "ops/matmul.h"
 #include "ops/matmul_internal.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "model/dtype.h"
+#include "ops/dtype.h"
 #include "model/llama_config.h"
 
 namespace kvlm {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "model/config.h"
-#include "model/dtype.h"
+#include "ops/dtype.h"
 #include "model/gpt2.h"
 
 namespace kvlm {

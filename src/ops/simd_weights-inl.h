@@ -15,7 +15,7 @@
 #include <cstring>
 
 #include "hwy/highway.h"
-#include "model/dtype.h"
+#include "ops/dtype.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kvlm {
@@ -73,6 +73,8 @@ HWY_INLINE void VisitWeights(const void* data, DType dtype, F&& f) {
       return;
     case DType::kBF16:
       f(static_cast<const hwy::bfloat16_t*>(data));
+      return;
+    default:  // block-quantized types have kernels of their own (matmul_quant_simd.cpp)
       return;
   }
 }

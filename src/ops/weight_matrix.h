@@ -2,7 +2,7 @@
 // storage type and which dimension is contiguous. Kernels widen each element to fp32.
 #pragma once
 
-#include "model/dtype.h"
+#include "ops/dtype.h"
 
 namespace kvlm {
 
@@ -18,7 +18,7 @@ struct WeightMatrix {
   int n_in = 0;
   int n_out = 0;
 
-  size_t n_bytes() const { return static_cast<size_t>(n_in) * n_out * dtype_size(dtype); }
+  size_t n_bytes() const { return dtype_bytes(dtype, static_cast<size_t>(n_in) * n_out); }
 };
 
 }  // namespace kvlm

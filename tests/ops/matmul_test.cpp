@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "model/dtype.h"
+#include "ops/dtype.h"
 #include "ops/for_each_target.h"
 #include "ops/matmul_internal.h"
 

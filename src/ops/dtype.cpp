@@ -1,4 +1,4 @@
-#include "model/dtype.h"
+#include "ops/dtype.h"
 
 namespace kvlm {
 
@@ -10,6 +10,14 @@ const char* dtype_name(DType t) {
       return "F16";
     case DType::kBF16:
       return "BF16";
+    case DType::kQ8_0:
+      return "Q8_0";
+    case DType::kQ4_0:
+      return "Q4_0";
+    case DType::kQ4_K:
+      return "Q4_K";
+    case DType::kQ6_K:
+      return "Q6_K";
   }
   return "?";
 }
@@ -18,6 +26,10 @@ std::optional<DType> parse_dtype(std::string_view name) {
   if (name == "F32" || name == "f32") return DType::kF32;
   if (name == "F16" || name == "f16") return DType::kF16;
   if (name == "BF16" || name == "bf16") return DType::kBF16;
+  if (name == "Q8_0" || name == "q8_0") return DType::kQ8_0;
+  if (name == "Q4_0" || name == "q4_0") return DType::kQ4_0;
+  if (name == "Q4_K" || name == "q4_k") return DType::kQ4_K;
+  if (name == "Q6_K" || name == "q6_k") return DType::kQ6_K;
   return std::nullopt;
 }
 

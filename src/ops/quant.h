@@ -1,0 +1,73 @@
+// ggml's block-quantized weight formats, bit-exact to ggml-common.h, with the scalar
+// dequantization every kernel must reproduce and the reference quantizers kvlm writes with.
+//
+// Each block holds consecutive elements of one row (blocks never straddle rows), fp16 scales
+// stored little-endian as raw bits:
+//   Q8_0 (32 values, 34 bytes): d, int8 q[32];                  value j = q[j] * d
+//   Q4_0 (32 values, 18 bytes): d, uint8 qs[16];                value j = (nibble j - 8) * d,
+//        nibble j < 16 the low half of qs[j], nibble j >= 16 the high half of qs[j - 16]
+//   Q4_K (256 values, 144 bytes): d, dmin, scales[12], qs[128]: 8 sub-blocks of 32 with 6-bit
+//        scale sc and min m (packed as get_scale_min_k4 unpacks them); value =
+//        (d * sc) * q - dmin * m, q a nibble: for each 64 values, 32 bytes of qs, values
+//        0..31 from the low nibbles and 32..63 from the high ones
+//   Q6_K (256 values, 210 bytes): ql[128], qh[64], int8 scales[16], d: 6-bit q (4 low bits in
+//        ql, 2 high bits in qh) minus 32; value = (d * scale) * q, one scale per 16 values
+// Every product above is formed in the order written, in fp32, as ggml does: dequantized
+// values are identical to ggml's dequantize_row_* bit for bit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/dtype.h"
+
+namespace kvlm {
+
+constexpr int kQ8_0Block = 32;
+constexpr int kQ4_0Block = 32;
+constexpr int kQKBlock = 256;  // the K-quants' super-block
+
+struct BlockQ8_0 {
+  uint16_t d;  // fp16 scale
+  int8_t q[32];
+};
+struct BlockQ4_0 {
+  uint16_t d;  // fp16 scale
+  uint8_t qs[16];
+};
+struct BlockQ4_K {
+  uint16_t d;          // fp16 scale of the sub-block scales
+  uint16_t dmin;       // fp16 scale of the sub-block mins
+  uint8_t scales[12];  // 8 scales and 8 mins, 6 bits each
+  uint8_t qs[128];     // 4-bit quants
+};
+struct BlockQ6_K {
+  uint8_t ql[128];    // low 4 bits of the quants
+  uint8_t qh[64];     // high 2 bits
+  int8_t scales[16];  // one per 16 values
+  uint16_t d;         // fp16 super-block scale
+};
+static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ6_K) == 210);
+
+// Scale and min of Q4_K sub-block j (0..7) from the 12 packed bytes (ggml's get_scale_min_k4).
+inline void q4_k_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// dst [n] = the n values at src, stored as `type` (any type; n a multiple of its block).
+// The scalar reference.
+void dequantize_row(float* dst, const void* src, DType type, size_t n);
+
+// dst = src [n] quantized to Q8_0 or Q4_0 with ggml's reference quantizers
+// (quantize_row_q8_0_ref / quantize_row_q4_0_ref), so kvlm writes the bytes llama.cpp would.
+// n a multiple of 32; other types are not supported here (returns false).
+bool quantize_row(void* dst, const float* src, DType type, size_t n);
+
+}  // namespace kvlm
