@@ -99,9 +99,9 @@ void BM_Attention(benchmark::State& state) {
   const int ctx = static_cast<int>(state.range(0)), H = 12, D = 64;
   std::vector<float> k(static_cast<size_t>(ctx) * H * D, 0.1f), v(k.size(), 0.2f), q(H * D, 0.3f);
   std::vector<float> out(H * D), scratch(ctx);
-  const KvRun run{k.data(), v.data(), ctx};
+  const KvRun run = f32_run(k.data(), v.data(), ctx);
   for (auto _ : state) {
-    attention_forward(out.data(), q.data(), {&run, 1}, scratch.data(), H, H, D);
+    attention_forward(out.data(), q.data(), {&run, 1}, f32_rows(H * D), scratch.data(), H, H, D);
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["kv_GBps"] = benchmark::Counter(2.0 * k.size() * 4 * state.iterations() / 1e9,

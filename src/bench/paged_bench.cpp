@@ -72,7 +72,7 @@ Status measure_memory(Model& model, const PagedBenchOptions& o, const Parallel& 
               o.block_size * o.block_size;
     r->prompt_tokens += static_cast<int64_t>(prompts.back().size());
   }
-  auto cache = PagedKvCache::create(c.n_layer, c.kv_dim(), {o.block_size, 0, budget});
+  auto cache = PagedKvCache::create(c.n_layer, c.kv_dim(), {o.block_size, 0, budget, {}});
   if (!cache) return cache.status();
   PagedKvCache& kv = *cache.value();
   GenerateOptions options;

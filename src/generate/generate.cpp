@@ -62,13 +62,18 @@ Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int3
   for (const auto& p : prompts) {
     capacities.push_back(static_cast<int>(p.size()) + options.max_new_tokens - 1);
     result.stats.prompt_tokens += static_cast<int64_t>(p.size());
-    result.stats.kv_bytes_formula += c.kv_bytes_per_token(sizeof(float)) * capacities.back();
+    result.stats.kv_bytes_formula += static_cast<int64_t>(
+        2 * c.n_layer * kv_row_bytes(options.kv_storage.dtype, c.kv_dim()) * capacities.back());
   }
   // The cache: contiguous (one slab per sequence, sized for its whole run) or paged.
+  KvStorageOptions storage = options.kv_storage;
+  if (storage.dtype == KvDtype::fp8 && storage.fp8_k_scales.empty())
+    storage.n_kv_head = c.n_kv_head;
+  KVLM_RETURN_IF_ERROR(validate_kv_storage(storage, c.n_layer, c.kv_dim()));
   std::unique_ptr<PagedKvCache> owned_paged;
   PagedKvCache* paged = options.use_cache ? options.paged_cache : nullptr;
   if (options.use_cache && !paged && options.paged) {
-    PagedKvCacheOptions po{options.paged->block_size, options.paged->kv_memory_bytes, 0};
+    PagedKvCacheOptions po{options.paged->block_size, options.paged->kv_memory_bytes, 0, storage};
     const int B = std::max(options.paged->block_size, 1);  // create() rejects a bad size
     for (int capacity : capacities) po.token_budget += (capacity + B - 1) / B * B;
     auto made = PagedKvCache::create(c.n_layer, c.kv_dim(), po);
@@ -93,7 +98,8 @@ Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int3
       for (int s = 0; cache && s < n; ++s) cache->free_sequence(s);
     }
   } free_on_exit{paged, n_seq};
-  ContiguousKvCache contiguous(c.n_layer, c.kv_dim(), paged ? std::vector<int>{} : capacities);
+  ContiguousKvCache contiguous(c.n_layer, c.kv_dim(), paged ? std::vector<int>{} : capacities,
+                               storage);
   KvCache& cache = paged ? static_cast<KvCache&>(*paged) : contiguous;
   result.stats.kv_bytes_allocated = options.use_cache ? cache.allocated_bytes() : 0;
   if (!options.use_cache) result.stats.kv_bytes_formula = 0;
@@ -159,12 +165,16 @@ Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int3
 
 Result<std::vector<std::vector<float>>> last_logits(
     Model& model, const std::vector<std::vector<int32_t>>& prompts, bool use_cache,
-    const Parallel& par) {
+    const Parallel& par, const KvStorageOptions& kv_storage) {
   KVLM_RETURN_IF_ERROR(validate_request(model, prompts, 1));
   const ModelConfig& c = model.config();
+  KvStorageOptions storage = kv_storage;
+  if (storage.dtype == KvDtype::fp8 && storage.fp8_k_scales.empty())
+    storage.n_kv_head = c.n_kv_head;
+  KVLM_RETURN_IF_ERROR(validate_kv_storage(storage, c.n_layer, c.kv_dim()));
   std::vector<int> capacities;
   for (const auto& p : prompts) capacities.push_back(static_cast<int>(p.size()));
-  ContiguousKvCache cache(c.n_layer, c.kv_dim(), capacities);
+  ContiguousKvCache cache(c.n_layer, c.kv_dim(), capacities, storage);
   std::vector<SequenceChunk> chunks;
   if (use_cache) {  // prefill all but the last token of prompts longer than one
     for (size_t s = 0; s < prompts.size(); ++s)

@@ -14,6 +14,7 @@
 #include <span>
 #include <vector>
 
+#include "kv/kv_cache.h"
 #include "kvlm/status.h"
 #include "model/model.h"
 
@@ -50,6 +51,9 @@ struct GenerateOptions {
   // hold nothing, and frees them before returning. Running out of blocks fails the whole
   // request with an error naming the need; the cache stays consistent.
   PagedKvCache* paged_cache = nullptr;
+  // How the cache made for this call stores K/V (f32, f16, bf16, q8_0, fp8); uncached
+  // generation writes and reads a cache of the same dtype, so it stays the exact baseline.
+  KvStorageOptions kv_storage;
 };
 
 struct GenerateStats {
@@ -58,7 +62,7 @@ struct GenerateStats {
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;
   int64_t rows_computed = 0;         // token positions run through the model, all sequences
-  int64_t kv_bytes_formula = 0;      // 2 * n_layer * n_kv_head * head_dim * tokens * 4, summed
+  int64_t kv_bytes_formula = 0;      // 2 * n_layer * row bytes (kv_dim values) * tokens, summed
   int64_t kv_bytes_allocated = 0;    // what the cache really allocated (paged: peak blocks held)
   int64_t prompt_tokens_cached = 0;  // paged: prompt positions found cached, not recomputed
 };
@@ -83,6 +87,6 @@ Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int3
 // token is prefilled and the last token decoded against the cache; uncached: one full pass.
 Result<std::vector<std::vector<float>>> last_logits(
     Model& model, const std::vector<std::vector<int32_t>>& prompts, bool use_cache,
-    const Parallel& par);
+    const Parallel& par, const KvStorageOptions& kv_storage = {});
 
 }  // namespace kvlm

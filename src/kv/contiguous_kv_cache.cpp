@@ -4,17 +4,21 @@
 
 namespace kvlm {
 
-ContiguousKvCache::ContiguousKvCache(int n_layer, int kv_dim, std::vector<int> capacities)
-    : n_layer_(n_layer), kv_dim_(kv_dim), capacities_(std::move(capacities)) {
+ContiguousKvCache::ContiguousKvCache(int n_layer, int kv_dim, std::vector<int> capacities,
+                                     const KvStorageOptions& storage)
+    : n_layer_(n_layer),
+      kv_dim_(kv_dim),
+      codec_(storage, n_layer, kv_dim),
+      capacities_(std::move(capacities)) {
   for (int capacity : capacities_) {
     offsets_.push_back(total_positions_);
     total_positions_ += static_cast<size_t>(capacity);
   }
-  n_floats_ = static_cast<size_t>(n_layer_) * total_positions_ * kv_dim_;
+  n_bytes_ = static_cast<size_t>(n_layer_) * total_positions_ * codec_.row_bytes();
   // Value-initialised: positions are always written before they are read, but zeros make
   // any bug reproducible instead of reading stale memory.
-  keys_ = std::make_unique<float[]>(n_floats_);
-  values_ = std::make_unique<float[]>(n_floats_);
+  keys_ = std::make_unique<std::byte[]>(n_bytes_);
+  values_ = std::make_unique<std::byte[]>(n_bytes_);
 }
 
 Status ContiguousKvCache::reserve(int seq, int n_positions) {
@@ -27,16 +31,14 @@ Status ContiguousKvCache::reserve(int seq, int n_positions) {
   return Status::ok();
 }
 
-float* ContiguousKvCache::key_row(int seq, int layer, int pos) {
-  return keys_.get() + row_index(seq, layer, pos);
-}
-
-float* ContiguousKvCache::value_row(int seq, int layer, int pos) {
-  return values_.get() + row_index(seq, layer, pos);
+void ContiguousKvCache::write_row(int seq, int layer, int pos, const float* k, const float* v) {
+  const size_t offset = row_offset(seq, layer, pos);
+  codec_.encode_key(keys_.get() + offset, layer, k);
+  codec_.encode_value(values_.get() + offset, layer, v);
 }
 
 void ContiguousKvCache::runs(int seq, int layer, int n_positions, std::vector<KvRun>* out) const {
-  const size_t first = row_index(seq, layer, 0);
+  const size_t first = row_offset(seq, layer, 0);
   out->push_back({keys_.get() + first, values_.get() + first, n_positions});
 }
 

@@ -26,7 +26,7 @@ constexpr DtypeName kDtypeNames[] = {
     {"f16", KvDtype::f16},   {"float16", KvDtype::f16},  {"fp16", KvDtype::f16},
     {"half", KvDtype::f16},  {"bf16", KvDtype::bf16},    {"bfloat16", KvDtype::bf16},
     {"fp8", KvDtype::fp8},   {"fp8_e4m3", KvDtype::fp8}, {"fp8_e5m2", KvDtype::fp8},
-    {"int8", KvDtype::int8},
+    {"int8", KvDtype::int8}, {"q8_0", KvDtype::q8_0},
 };
 
 std::string lower(std::string_view s) {
@@ -412,7 +412,7 @@ Result<KvDtype> parse_kv_dtype(std::string_view name) {
     if (key == d.name) return d.dtype;
   }
   return Status::error("--dtype: unknown cache dtype '" + std::string(name) +
-                       "'; accepted: f32, f16, bf16, fp8, int8 (also float32, fp32, float16, "
+                       "'; accepted: f32, f16, bf16, fp8, int8, q8_0 (also float32, fp32, float16, "
                        "fp16, half, bfloat16, fp8_e4m3, fp8_e5m2)");
 }
 
@@ -428,6 +428,8 @@ const char* kv_dtype_name(KvDtype dtype) {
       return "fp8";
     case KvDtype::int8:
       return "int8";
+    case KvDtype::q8_0:
+      return "q8_0";
   }
   return "?";
 }
@@ -446,9 +448,14 @@ std::uint64_t kv_dtype_bytes(KvDtype dtype) {
       return 2;
     case KvDtype::fp8:
     case KvDtype::int8:
+    case KvDtype::q8_0:
       return 1;
   }
   return 0;
+}
+
+double kv_dtype_bytes_per_value(KvDtype dtype) {
+  return dtype == KvDtype::q8_0 ? 34.0 / 32.0 : static_cast<double>(kv_dtype_bytes(dtype));
 }
 
 std::uint64_t KvGeometry::values_per_token_per_layer() const {
@@ -590,10 +597,15 @@ Result<KvSize> compute_kv_size(const KvGeometry& g, std::int64_t seq_len, std::i
   s.kept_positions = g.sliding_window > 0 ? std::min(seq_len, g.sliding_window) : seq_len;
   s.values_per_token_per_layer = g.values_per_token_per_layer();
 
-  const std::uint64_t dtype_bytes = kv_dtype_bytes(dtype);
+  // Rows as the cache stores them: K and V of n_kv_head * head_dim values each (MLA: one row of
+  // the latent). Only q8_0 makes this differ from values x bytes per value: a scale per 32
+  // values of a row, a short last block included.
+  auto rows_bytes = [&](std::uint64_t values) -> std::uint64_t {
+    if (g.mla) return kv_row_bytes(dtype, values);
+    return 2 * kv_row_bytes(dtype, values / 2);
+  };
   bool ok = true;
-  s.bytes_per_token_per_layer = s.values_per_token_per_layer;
-  ok &= mul_into(&s.bytes_per_token_per_layer, dtype_bytes);
+  s.bytes_per_token_per_layer = rows_bytes(s.values_per_token_per_layer);
   s.bytes_per_token = s.bytes_per_token_per_layer;
   ok &= mul_into(&s.bytes_per_token, u(g.n_layer));
   s.bytes_per_layer = s.bytes_per_token_per_layer;
@@ -601,12 +613,13 @@ Result<KvSize> compute_kv_size(const KvGeometry& g, std::int64_t seq_len, std::i
   ok &= mul_into(&s.bytes_per_layer, u(batch));
   s.bytes = s.bytes_per_layer;
   ok &= mul_into(&s.bytes, u(g.n_layer));
-  s.mha_bytes = g.mha_values_per_token_per_layer();
-  for (std::uint64_t factor : {dtype_bytes, u(g.n_layer), u(s.kept_positions), u(batch)}) {
+  s.mha_bytes = rows_bytes(g.mha_values_per_token_per_layer());
+  for (std::uint64_t factor : {u(g.n_layer), u(s.kept_positions), u(batch)}) {
     ok &= mul_into(&s.mha_bytes, factor);
   }
   s.weights_bytes = g.n_params;
-  ok &= mul_into(&s.weights_bytes, dtype_bytes);
+  ok &= mul_into(&s.weights_bytes, 4);  // the overflow check; the figure is the row's bytes
+  if (ok) s.weights_bytes = kv_row_bytes(dtype, g.n_params);
   s.checkpoint_weights_bytes = g.n_params;
   ok &= mul_into(&s.checkpoint_weights_bytes, checkpoint_bytes_per_param(g.checkpoint_dtype));
   if (!ok) {

@@ -18,19 +18,24 @@
 #include <vector>
 
 #include "kvlm/status.h"
+#include "ops/kv_format.h"
 
 namespace kvlm::kv {
 
-// The element type the cache stores. fp8 and int8 take one byte per value; the scales that a
-// quantized cache also keeps are not counted (see kv_dtype_bytes).
-enum class KvDtype { f32, f16, bf16, fp8, int8 };
+// The element type the cache stores (ops/kv_format.h). fp8 and int8 take one byte per value;
+// fp8's per-(layer, head) scales and int8's scales are not counted (see kv_dtype_bytes). q8_0
+// is priced exactly as kvlm's cache stores it: an fp16 scale per 32 values of a row.
+using KvDtype = ::kvlm::KvDtype;
 
-// "f32", "f16", "bf16", "fp8" or "int8" (also the spellings float32, fp32, float16, fp16,
-// half, bfloat16, fp8_e4m3, fp8_e5m2). Unknown names are an error listing the accepted ones.
+// "f32", "f16", "bf16", "fp8", "int8" or "q8_0" (also the spellings float32, fp32, float16,
+// fp16, half, bfloat16, fp8_e4m3, fp8_e5m2). Unknown names are an error listing the accepted
+// ones.
 Result<KvDtype> parse_kv_dtype(std::string_view name);
 const char* kv_dtype_name(KvDtype dtype);
-// Bytes per stored value: 4, 2, 2, 1, 1.
+// Bytes per stored value, scales aside: 4, 2, 2, 1, 1, 1 (q8_0 adds 2 bytes per 32 values).
 std::uint64_t kv_dtype_bytes(KvDtype dtype);
+// Bytes per value including q8_0's scales: 4, 2, 2, 1, 1, 1.0625.
+double kv_dtype_bytes_per_value(KvDtype dtype);
 
 // What the cache formula needs from a model, plus its approximate parameter count so the cache
 // can be set beside the weights. All sizes are in elements, not bytes.
@@ -111,7 +116,7 @@ struct KvSize {
   std::int64_t kept_positions = 0;  // min(seq_len, sliding_window) or seq_len
 
   std::uint64_t values_per_token_per_layer = 0;
-  std::uint64_t bytes_per_token_per_layer = 0;  // values_per_token_per_layer * sizeof(dtype)
+  std::uint64_t bytes_per_token_per_layer = 0;  // the rows of one token in one layer, as stored
   std::uint64_t bytes_per_token = 0;            // one more cached token of one sequence, all layers
   std::uint64_t bytes_per_layer = 0;            // one layer's cache: kept_positions * batch tokens
   std::uint64_t bytes = 0;                      // the total: bytes_per_layer * n_layer

@@ -34,7 +34,9 @@ Result<std::unique_ptr<PagedKvCache>> PagedKvCache::create(int n_layer, int kv_d
                          std::to_string(B));
   if (n_layer < 1 || kv_dim < 1)
     return Status::error("paged KV cache: n_layer and kv_dim must be positive");
-  const size_t block_bytes = 2 * sizeof(float) * static_cast<size_t>(n_layer) * B * kv_dim;
+  KVLM_RETURN_IF_ERROR(validate_kv_storage(options.storage, n_layer, kv_dim));
+  const size_t block_bytes =
+      2 * static_cast<size_t>(n_layer) * B * kv_row_bytes(options.storage.dtype, kv_dim);
   int64_t n_blocks = 0;
   if (options.kv_memory_bytes > 0) {
     n_blocks = static_cast<int64_t>(options.kv_memory_bytes / block_bytes);
@@ -52,23 +54,25 @@ Result<std::unique_ptr<PagedKvCache>> PagedKvCache::create(int n_layer, int kv_d
     return Status::error("paged KV cache: " + std::to_string(n_blocks) +
                          " blocks is more than this cache can index (2^30)");
   std::unique_ptr<PagedKvCache> cache(
-      new PagedKvCache(n_layer, kv_dim, B, static_cast<int>(n_blocks)));
+      new PagedKvCache(n_layer, kv_dim, B, static_cast<int>(n_blocks), options.storage));
   // calloc: zeros make any bug reproducible (as in the contiguous cache), and the system hands
   // out the pages of a large arena only as blocks are first touched.
-  const size_t n_floats = cache->block_floats_ * n_blocks;
-  cache->keys_.reset(static_cast<float*>(std::calloc(n_floats, sizeof(float))));
-  cache->values_.reset(static_cast<float*>(std::calloc(n_floats, sizeof(float))));
+  const size_t n_bytes = cache->block_half_bytes_ * n_blocks;
+  cache->keys_.reset(static_cast<std::byte*>(std::calloc(n_bytes, 1)));
+  cache->values_.reset(static_cast<std::byte*>(std::calloc(n_bytes, 1)));
   if (!cache->keys_ || !cache->values_)
     return Status::error("paged KV cache: could not allocate an arena of " +
-                         std::to_string(2 * n_floats * sizeof(float)) + " bytes");
+                         std::to_string(2 * n_bytes) + " bytes");
   return cache;
 }
 
-PagedKvCache::PagedKvCache(int n_layer, int kv_dim, int block_size, int n_blocks)
+PagedKvCache::PagedKvCache(int n_layer, int kv_dim, int block_size, int n_blocks,
+                           const KvStorageOptions& storage)
     : n_layer_(n_layer),
       kv_dim_(kv_dim),
       block_size_(block_size),
-      block_floats_(static_cast<size_t>(n_layer) * block_size * kv_dim),
+      codec_(storage, n_layer, kv_dim),
+      block_half_bytes_(static_cast<size_t>(n_layer) * block_size * codec_.row_bytes()),
       pool_(n_blocks),
       block_tokens_(static_cast<size_t>(n_blocks) * block_size),
       block_parent_(n_blocks) {}
@@ -78,9 +82,15 @@ PagedKvCache::Sequence& PagedKvCache::slot(int seq) {
   return seqs_[seq];
 }
 
+void PagedKvCache::write_row(int seq, int layer, int pos, const float* k, const float* v) {
+  const size_t offset = row_offset(seq, layer, pos);
+  codec_.encode_key(keys_.get() + offset, layer, k);
+  codec_.encode_value(values_.get() + offset, layer, v);
+}
+
 void PagedKvCache::runs(int seq, int layer, int n_positions, std::vector<KvRun>* out) const {
   const Sequence& s = seqs_[seq];
-  const size_t layer_offset = static_cast<size_t>(layer) * block_size_ * kv_dim_;
+  const size_t layer_offset = static_cast<size_t>(layer) * block_size_ * codec_.row_bytes();
   for (int first = 0, i = 0; first < n_positions; first += block_size_, ++i) {
     const size_t offset = block_offset(s.table[i]) + layer_offset;
     out->push_back(
@@ -112,9 +122,9 @@ void PagedKvCache::commit_reserve(int seq, int n_positions) {
     std::vector<int> fresh;
     pool_.allocate(1, &fresh);  // cannot fail: blocks_needed() counted it
     std::memcpy(keys_.get() + block_offset(fresh[0]), keys_.get() + block_offset(shared),
-                block_floats_ * sizeof(float));
+                block_half_bytes_);
     std::memcpy(values_.get() + block_offset(fresh[0]), values_.get() + block_offset(shared),
-                block_floats_ * sizeof(float));
+                block_half_bytes_);
     pool_.release(shared);
     s.table[i] = fresh[0];
     ++copies_;

@@ -38,6 +38,7 @@ struct PagedKvCacheOptions {
   int block_size = 16;         // B: positions per block
   size_t kv_memory_bytes = 0;  // arena size; the arena holds floor(bytes / block bytes) blocks
   int64_t token_budget = 0;    // used when kv_memory_bytes is 0: ceil(budget / B) blocks
+  KvStorageOptions storage;    // the rows' dtype (f32 by default)
 };
 
 // One sequence's need in reserve_all(): positions [0, n_positions) writable.
@@ -57,11 +58,9 @@ class PagedKvCache final : public KvCache {
   // among them that is shared or cached (copy on write); it fails, changing nothing, when the
   // pool has too few free blocks. Positions below the sequence's length are never written again.
   Status reserve(int seq, int n_positions) override;
-  float* key_row(int seq, int layer, int pos) override { return row(keys_.get(), seq, layer, pos); }
-  float* value_row(int seq, int layer, int pos) override {
-    return row(values_.get(), seq, layer, pos);
-  }
+  void write_row(int seq, int layer, int pos, const float* k, const float* v) override;
   void runs(int seq, int layer, int n_positions, std::vector<KvRun>* out) const override;
+  KvRowFormat row_format(int layer) const override { return codec_.format(layer); }
   // Bytes of the blocks sequences hold now (cached prefixes nobody holds are not counted:
   // they are free memory that happens to remember something).
   size_t allocated_bytes() const override { return pool_.n_used() * block_bytes(); }
@@ -95,7 +94,8 @@ class PagedKvCache final : public KvCache {
   int kv_dim() const { return kv_dim_; }
   int block_size() const { return block_size_; }
   int n_blocks() const { return pool_.n_blocks(); }
-  size_t block_bytes() const { return 2 * sizeof(float) * block_floats_; }
+  size_t block_bytes() const { return 2 * block_half_bytes_; }
+  KvDtype dtype() const { return codec_.dtype(); }
   size_t arena_bytes() const { return block_bytes() * n_blocks(); }
   const BlockPool& pool() const { return pool_; }
   // Rows of held blocks that hold a reserved position (each shared block counted once):
@@ -115,18 +115,20 @@ class PagedKvCache final : public KvCache {
     BlockHash chain = 0;     // chain hash after those blocks
   };
   struct FreeDeleter {
-    void operator()(float* p) const { std::free(p); }
+    void operator()(std::byte* p) const { std::free(p); }
   };
 
-  PagedKvCache(int n_layer, int kv_dim, int block_size, int n_blocks);
+  PagedKvCache(int n_layer, int kv_dim, int block_size, int n_blocks,
+               const KvStorageOptions& storage);
   int n_slots() const { return static_cast<int>(seqs_.size()); }
   Sequence& slot(int seq);
-  float* row(float* base, int seq, int layer, int pos) const {
+  // Byte offset of position `pos` of `seq` in `layer`, in keys_ (and values_).
+  size_t row_offset(int seq, int layer, int pos) const {
     const int block = seqs_[seq].table[pos / block_size_];
-    return base + block_offset(block) +
-           (static_cast<size_t>(layer) * block_size_ + pos % block_size_) * kv_dim_;
+    return block_offset(block) +
+           (static_cast<size_t>(layer) * block_size_ + pos % block_size_) * codec_.row_bytes();
   }
-  size_t block_offset(int block) const { return static_cast<size_t>(block) * block_floats_; }
+  size_t block_offset(int block) const { return static_cast<size_t>(block) * block_half_bytes_; }
   // Blocks reserve(seq, n) would take: new ones plus copies.
   int blocks_needed(int seq, int n_positions) const;
   bool must_copy(int block) const { return pool_.ref_count(block) > 1 || pool_.hash(block); }
@@ -139,7 +141,8 @@ class PagedKvCache final : public KvCache {
   int n_layer_;
   int kv_dim_;
   int block_size_;
-  size_t block_floats_;  // n_layer * B * kv_dim: one block's K (or V)
+  KvRowCodec codec_;
+  size_t block_half_bytes_;  // n_layer * B * row_bytes: one block's K (or V)
   BlockPool pool_;
   std::vector<Sequence> seqs_;  // by slot; grows on first use
   // What each cached block holds, to verify a hash hit (a 64-bit hash alone could collide).
@@ -147,8 +150,8 @@ class PagedKvCache final : public KvCache {
   std::vector<BlockHash> block_parent_;  // [n_blocks]
   int64_t copies_ = 0;
   int peak_used_ = 0;
-  std::unique_ptr<float, FreeDeleter> keys_;    // [n_blocks][n_layer][B, kv_dim]
-  std::unique_ptr<float, FreeDeleter> values_;  // [n_blocks][n_layer][B, kv_dim]
+  std::unique_ptr<std::byte, FreeDeleter> keys_;    // [n_blocks][n_layer][B] rows of row_bytes
+  std::unique_ptr<std::byte, FreeDeleter> values_;  // [n_blocks][n_layer][B] rows of row_bytes
 };
 
 // Plans a batch's prefill so that a block several prompts share is computed once. `wave` holds

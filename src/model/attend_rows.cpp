@@ -16,13 +16,13 @@ namespace {
 constexpr int kRowsPerTask = 16;
 
 // Drops the first `n_skip` positions of `runs` (a sliding window keeps only the newest ones).
-void drop_leading_positions(std::vector<KvRun>& runs, int n_skip, size_t kv_dim) {
+void drop_leading_positions(std::vector<KvRun>& runs, int n_skip, size_t row_bytes) {
   size_t first = 0;
   while (n_skip > 0 && first < runs.size()) {
     KvRun& run = runs[first];
     const int take = std::min(n_skip, run.n_positions);
-    run.k += static_cast<size_t>(take) * kv_dim;
-    run.v += static_cast<size_t>(take) * kv_dim;
+    run.k += static_cast<size_t>(take) * row_bytes;
+    run.v += static_cast<size_t>(take) * row_bytes;
     run.n_positions -= take;
     n_skip -= take;
     if (run.n_positions == 0) ++first;
@@ -38,7 +38,7 @@ void attend_rows(float* out, size_t out_stride, const float* q, size_t q_stride,
                  const Parallel& par) {
   const int n_rows = static_cast<int>(rows.size());
   if (n_rows == 0) return;
-  const size_t kv_dim = static_cast<size_t>(shape.n_kv_head) * shape.head_dim;
+  const KvRowFormat format = cache.row_format(layer);
   const int n_blocks = (n_rows + kRowsPerTask - 1) / kRowsPerTask;
   // Heads go in groups sharing a key/value head (they read the same slice); when that leaves
   // fewer tasks than two per thread (decoding few sequences of a model with few KV heads),
@@ -61,8 +61,8 @@ void attend_rows(float* out, size_t out_stride, const float* q, size_t q_stride,
         cache.runs(rows[r].seq, layer, rows[r].pos + 1, &runs);
         const int n_positions = rows[r].pos + 1;
         if (shape.sliding_window > 0 && n_positions > shape.sliding_window)
-          drop_leading_positions(runs, n_positions - shape.sliding_window, kv_dim);
-        attention_heads_forward(out + r * out_stride, q + r * q_stride, runs, my_scratch,
+          drop_leading_positions(runs, n_positions - shape.sliding_window, format.row_bytes);
+        attention_heads_forward(out + r * out_stride, q + r * q_stride, runs, format, my_scratch,
                                 shape.n_head, shape.n_kv_head, shape.head_dim, head_begin,
                                 head_end);
       }

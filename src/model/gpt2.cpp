@@ -105,13 +105,13 @@ size_t Gpt2Model::weight_bytes() const {
   return bytes;
 }
 
-// Causal self-attention for every new row: write its K and V into the cache, then attend
-// over the sequence's positions [0, pos], reading them all back from the cache. Prefill and
-// decode run exactly this code, which is what makes cached and uncached logits identical.
+// Causal self-attention for every new row: write its K and V into the cache (stored as the
+// cache's dtype), then attend over the sequence's positions [0, pos], reading them all back
+// from the cache. Prefill and decode run exactly this code, which is what makes cached and
+// uncached logits identical.
 void Gpt2Model::attention_block(int layer, std::span<const SequenceChunk> chunks, KvCache& cache,
                                 const Parallel& par) {
   const int C = config_.n_embd;
-  const int kv_dim = config_.kv_dim();
   std::vector<AttentionRow> rows;
   for (const SequenceChunk& c : chunks)
     for (size_t t = 0; t < c.tokens.size(); ++t)
@@ -119,8 +119,7 @@ void Gpt2Model::attention_block(int layer, std::span<const SequenceChunk> chunks
   const int n_rows = static_cast<int>(rows.size());
   for (int r = 0; r < n_rows; ++r) {
     const float* qkv = state_.qkv.data() + static_cast<size_t>(r) * 3 * C;
-    std::copy(qkv + C, qkv + C + kv_dim, cache.key_row(rows[r].seq, layer, rows[r].pos));
-    std::copy(qkv + 2 * C, qkv + 2 * C + kv_dim, cache.value_row(rows[r].seq, layer, rows[r].pos));
+    cache.write_row(rows[r].seq, layer, rows[r].pos, qkv + C, qkv + 2 * C);
   }
   const AttentionShape shape{config_.n_head, config_.n_kv_head, config_.head_dim, 0};
   attend_rows(state_.att.data(), C, state_.qkv.data(), 3 * static_cast<size_t>(C), rows, layer,

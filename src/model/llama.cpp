@@ -96,8 +96,7 @@ void LlamaModel::attention_block(int layer, std::span<const SequenceChunk> chunk
     float* k = state_.k.data() + static_cast<size_t>(r) * kv_dim;
     const float* v = state_.v.data() + static_cast<size_t>(r) * kv_dim;
     rope_forward(q, k, inv_freq_.data(), rows[r].pos, c.n_head, c.n_kv_head, c.head_dim);
-    std::copy(k, k + kv_dim, cache.key_row(rows[r].seq, layer, rows[r].pos));
-    std::copy(v, v + kv_dim, cache.value_row(rows[r].seq, layer, rows[r].pos));
+    cache.write_row(rows[r].seq, layer, rows[r].pos, k, v);
   }
   const AttentionShape shape{c.n_head, c.n_kv_head, c.head_dim, config_.sliding_window};
   attend_rows(state_.att.data(), q_dim, state_.q.data(), q_dim, rows, layer, cache, shape,

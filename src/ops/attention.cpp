@@ -1,13 +1,15 @@
 // Attention of one query row over the cache, vectorised over head_dim, compiled per Highway
-// target and dispatched at run time. Per head: scores q.k (four positions at a time, each a
-// fixed reduction over D), softmax with a vectorised exp, then the weighted sum of values as one
-// fma chain per element in position order. Every step depends only on the positions attended, never
-// on how the cache splits them into runs or on which other rows are being computed, so prefill and
-// decode give the same bits.
+// target and dispatched at run time. K/V rows are read in the cache's storage type (f32, f16,
+// bf16, q8_0, fp8) and widened to fp32 in registers by a Reader, one template instance each. Per
+// head: scores q.k (four positions at a time, each a fixed reduction over D), softmax with a
+// vectorised exp, then the weighted sum of values as one fma chain per element in position order.
+// Every step depends only on the positions attended, never on how the cache splits them into runs
+// or on which other rows are being computed, so prefill and decode give the same bits.
 #include "ops/attention.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 // Highway: simd_targets.h before any hwy header, then foreach_target.h re-includes this
@@ -28,31 +30,111 @@ namespace kvlm {
 namespace HWY_NAMESPACE {
 namespace {
 
+// Readers: a head's slice of stored rows as fp32 vectors. Load(row, c) widens the kN values at
+// columns [c, c + kN) of a row, LoadN the first n < kN of them (other lanes zero). Every value
+// gets the bits kv_decode_value gives it: widening is exact, and a scale is one multiply.
+struct F32Reader {
+  HWY_INLINE VF Load(const std::byte* row, size_t c) const {
+    return hn::LoadU(DF(), reinterpret_cast<const float*>(row) + c);
+  }
+  HWY_INLINE VF LoadN(const std::byte* row, size_t c, size_t n) const {
+    return LoadWeightsN(DF(), reinterpret_cast<const float*>(row) + c, n);
+  }
+  HWY_INLINE const std::byte* At(const std::byte* row, size_t c) const { return row + 4 * c; }
+  static constexpr size_t kBytes = 4;
+};
+
+template <typename T>  // hwy::float16_t or hwy::bfloat16_t
+struct Half16Reader {
+  HWY_INLINE VF Load(const std::byte* row, size_t c) const {
+    return LoadWeights(DF(), reinterpret_cast<const T*>(row) + c);
+  }
+  HWY_INLINE VF LoadN(const std::byte* row, size_t c, size_t n) const {
+    return LoadWeightsN(DF(), reinterpret_cast<const T*>(row) + c, n);
+  }
+  HWY_INLINE const std::byte* At(const std::byte* row, size_t c) const { return row + 2 * c; }
+  static constexpr size_t kBytes = 2;
+};
+
+// q8_0: int8 values, then one fp16 scale per 32 of them (ops/kv_format.h).
+struct Q8Reader {
+  size_t n_values;  // per row: where the scales start
+  HWY_INLINE float Scale(const std::byte* row, size_t block) const {
+    uint16_t h;
+    std::memcpy(&h, row + n_values + 2 * block, 2);
+    return f16_to_f32(h);
+  }
+  HWY_INLINE VF Load(const std::byte* row, size_t c) const {
+    const DF df;
+    const hn::Rebind<int32_t, DF> di;
+    const hn::Rebind<int8_t, DF> d8;
+    const VF x = hn::ConvertTo(
+        df, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(row) + c)));
+    const size_t first = c / kQ8BlockSize, last = (c + kN - 1) / kQ8BlockSize;
+    if (first == last) return hn::Mul(x, hn::Set(df, Scale(row, first)));
+    HWY_ALIGN float scales[kN];  // the vector straddles blocks: a scale per lane
+    for (size_t i = 0; i < kN; ++i) scales[i] = Scale(row, (c + i) / kQ8BlockSize);
+    return hn::Mul(x, hn::Load(df, scales));
+  }
+  HWY_INLINE VF LoadN(const std::byte* row, size_t c, size_t n) const {
+    HWY_ALIGN float buffer[kN] = {};
+    for (size_t i = 0; i < n; ++i)
+      buffer[i] = kv_decode_value(row, n_values, c + i, KvDtype::q8_0, 0.0f);
+    return hn::Load(DF(), buffer);
+  }
+  HWY_INLINE const std::byte* At(const std::byte* row, size_t c) const { return row + c; }
+  static constexpr size_t kBytes = 1;
+};
+
+// fp8 e4m3 with one scale for the head: the 7 magnitude bits shifted to fp32's exponent/mantissa
+// boundary read as 2^-120 times the value (normal or subnormal); x 2^120 is exact, then x scale.
+struct Fp8Reader {
+  float scale;
+  HWY_INLINE VF Load(const std::byte* row, size_t c) const {
+    const DF df;
+    const hn::Rebind<uint32_t, DF> du;
+    const hn::Rebind<uint8_t, DF> d8;
+    const auto b = hn::PromoteTo(du, hn::LoadU(d8, reinterpret_cast<const uint8_t*>(row) + c));
+    const auto bits = hn::Or(hn::ShiftLeft<20>(hn::And(b, hn::Set(du, 0x7fu))),
+                             hn::ShiftLeft<24>(hn::And(b, hn::Set(du, 0x80u))));
+    const VF x = hn::Mul(hn::BitCast(df, bits), hn::Set(df, 0x1p120f));
+    return hn::Mul(x, hn::Set(df, scale));
+  }
+  HWY_INLINE VF LoadN(const std::byte* row, size_t c, size_t n) const {
+    HWY_ALIGN float buffer[kN] = {};
+    for (size_t i = 0; i < n; ++i) buffer[i] = kv_decode_value(row, 0, c + i, KvDtype::fp8, scale);
+    return hn::Load(DF(), buffer);
+  }
+  HWY_INLINE const std::byte* At(const std::byte* row, size_t c) const { return row + c; }
+  static constexpr size_t kBytes = 1;
+};
+
 // q.k for four positions at once, q loaded once per vector for all four. Per position: one fma
 // chain over the elements in order (full vectors, then the zero-padded partial one); then a
 // transposing lane sum: within each 128-bit block lanes (0 + 2) and (1 + 3), then those two,
 // then the blocks in order. Each lane of every step holds one position's own partial sums, so
 // a score is the same bits whichever positions share its group (or pad it): a function of D
-// and the target only.
+// and the target only. k[j] + column c0 is the head's slice of position j's row.
+template <class R>
 HWY_INLINE void Dot4(float* HWY_RESTRICT out, const float* HWY_RESTRICT q,
-                     const float* const* HWY_RESTRICT k, size_t D) {
+                     const std::byte* const* HWY_RESTRICT k, size_t c0, size_t D, const R& rd) {
   const DF df;
   VF a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
   size_t d = 0;
   for (; d + kN <= D; d += kN) {
     const VF qv = hn::LoadU(df, q + d);
-    a0 = hn::MulAdd(qv, hn::LoadU(df, k[0] + d), a0);
-    a1 = hn::MulAdd(qv, hn::LoadU(df, k[1] + d), a1);
-    a2 = hn::MulAdd(qv, hn::LoadU(df, k[2] + d), a2);
-    a3 = hn::MulAdd(qv, hn::LoadU(df, k[3] + d), a3);
+    a0 = hn::MulAdd(qv, rd.Load(k[0], c0 + d), a0);
+    a1 = hn::MulAdd(qv, rd.Load(k[1], c0 + d), a1);
+    a2 = hn::MulAdd(qv, rd.Load(k[2], c0 + d), a2);
+    a3 = hn::MulAdd(qv, rd.Load(k[3], c0 + d), a3);
   }
   if (d < D) {
     const size_t n = D - d;
     const VF qv = LoadWeightsN(df, q + d, n);
-    a0 = hn::MulAdd(qv, LoadWeightsN(df, k[0] + d, n), a0);
-    a1 = hn::MulAdd(qv, LoadWeightsN(df, k[1] + d, n), a1);
-    a2 = hn::MulAdd(qv, LoadWeightsN(df, k[2] + d, n), a2);
-    a3 = hn::MulAdd(qv, LoadWeightsN(df, k[3] + d, n), a3);
+    a0 = hn::MulAdd(qv, rd.LoadN(k[0], c0 + d, n), a0);
+    a1 = hn::MulAdd(qv, rd.LoadN(k[1], c0 + d, n), a1);
+    a2 = hn::MulAdd(qv, rd.LoadN(k[2], c0 + d, n), a2);
+    a3 = hn::MulAdd(qv, rd.LoadN(k[3], c0 + d, n), a3);
   }
 #if HWY_TARGET == HWY_SCALAR
   // One lane: each chain is already its position's whole sum.
@@ -79,13 +161,13 @@ HWY_INLINE void Dot4(float* HWY_RESTRICT out, const float* HWY_RESTRICT q,
 }
 #endif
 
-// A head's part of a K or V row is a few cache lines, and rows sit kv_dim floats apart: a new
+// A head's part of a K or V row is a few cache lines, and rows sit kv_dim values apart: a new
 // 4 KB page every position or two, where the hardware prefetchers stop. So each row is fetched
 // kPrefetchAhead positions before its use, which hides the L2/L3 latency (measured: decode
 // attention over 900 positions was bound by it). Prefetches never change a result.
 constexpr int kPrefetchAhead = 6;
-HWY_INLINE void PrefetchRow(const float* row, size_t n) {
-  for (size_t i = 0; i < n; i += 64 / sizeof(float)) hwy::Prefetch(row + i);
+HWY_INLINE void PrefetchRow(const std::byte* row, size_t n_bytes) {
+  for (size_t i = 0; i < n_bytes; i += 64) hwy::Prefetch(row + i);
 }
 
 // s[p] = exp(s[p] - max) for p < n; returns their sum (vector partial sums in order, then
@@ -110,26 +192,27 @@ HWY_INLINE float ExpAndSum(float* HWY_RESTRICT s, size_t n, float max_score) {
   return hn::GetLane(hn::SumOfLanes(df, sum));
 }
 
-// o[0, n_cols) = sum over positions p in order of w[p] * v_p[0, n_cols), one fma chain per
-// element starting at zero, in NV registers (n_cols <= NV * kN; kPartial: the last vector is
-// n_cols % kN wide and goes through buffers). `v` points at column 0 of position 0's row.
-template <int NV, bool kPartial>
+// o[0, n_cols) = sum over positions p in order of w[p] * v_p[column, column + n_cols), one fma
+// chain per element starting at zero, in NV registers (n_cols <= NV * kN; kPartial: the last
+// vector is n_cols % kN wide).
+template <int NV, bool kPartial, class R>
 HWY_INLINE void WeightedValues(float* HWY_RESTRICT o, const KvRun* runs, size_t n_runs,
-                               size_t kv_dim, size_t column, const float* HWY_RESTRICT w,
-                               size_t n_cols) {
+                               size_t row_bytes, size_t column, const float* HWY_RESTRICT w,
+                               size_t n_cols, const R& rd) {
   const DF df;
   VF acc[NV];
   for (int v = 0; v < NV; ++v) acc[v] = hn::Zero(df);
   const size_t tail = n_cols - (NV - 1) * kN;
   for (size_t r = 0; r < n_runs; ++r) {
-    const float* row = runs[r].v + column;
+    const std::byte* row = runs[r].v;
     const int n = runs[r].n_positions;
-    for (int j = 0; j < n; ++j, row += kv_dim, ++w) {
-      if (j + kPrefetchAhead < n) PrefetchRow(row + kPrefetchAhead * kv_dim, n_cols);
+    for (int j = 0; j < n; ++j, row += row_bytes, ++w) {
+      if (j + kPrefetchAhead < n)
+        PrefetchRow(rd.At(row + kPrefetchAhead * row_bytes, column), n_cols * R::kBytes);
       const VF vw = hn::Set(df, *w);
       for (int v = 0; v < NV; ++v) {
-        const VF x = kPartial && v == NV - 1 ? LoadWeightsN(df, row + v * kN, tail)
-                                             : hn::LoadU(df, row + v * kN);
+        const VF x = kPartial && v == NV - 1 ? rd.LoadN(row, column + v * kN, tail)
+                                             : rd.Load(row, column + v * kN);
         acc[v] = hn::MulAdd(vw, x, acc[v]);
       }
     }
@@ -146,19 +229,20 @@ HWY_INLINE void WeightedValues(float* HWY_RESTRICT o, const KvRun* runs, size_t 
 constexpr int kValueVecs = 8;  // vectors of one head's output kept in registers at a time
 
 // One head's weighted sum of values over columns [0, D), kValueVecs vectors at a time.
-void WeightedValuesHead(float* o, const KvRun* runs, size_t n_runs, size_t kv_dim, size_t kv_offset,
-                        const float* w, size_t D) {
+template <class R>
+void WeightedValuesHead(float* o, const KvRun* runs, size_t n_runs, size_t row_bytes,
+                        size_t kv_offset, const float* w, size_t D, const R& rd) {
   for (size_t d0 = 0; d0 < D; d0 += kValueVecs * kN) {
     const size_t n = std::min(kValueVecs * kN, D - d0);
     const size_t nv = (n + kN - 1) / kN;
     const bool partial = n % kN != 0;
-#define KVLM_WEIGHTED_VALUES(NV)                                                     \
-  case NV:                                                                           \
-    if (partial) {                                                                   \
-      WeightedValues<NV, true>(o + d0, runs, n_runs, kv_dim, kv_offset + d0, w, n);  \
-    } else {                                                                         \
-      WeightedValues<NV, false>(o + d0, runs, n_runs, kv_dim, kv_offset + d0, w, n); \
-    }                                                                                \
+#define KVLM_WEIGHTED_VALUES(NV)                                                            \
+  case NV:                                                                                  \
+    if (partial) {                                                                          \
+      WeightedValues<NV, true>(o + d0, runs, n_runs, row_bytes, kv_offset + d0, w, n, rd);  \
+    } else {                                                                                \
+      WeightedValues<NV, false>(o + d0, runs, n_runs, row_bytes, kv_offset + d0, w, n, rd); \
+    }                                                                                       \
     break;
     switch (nv) {
       KVLM_WEIGHTED_VALUES(1)
@@ -175,52 +259,86 @@ void WeightedValuesHead(float* o, const KvRun* runs, size_t n_runs, size_t kv_di
 }
 static_assert(kValueVecs == 8, "WeightedValuesHead's switch covers 1..8 vectors");
 
+// One query head over all positions: keys read by rk, values by rv.
+template <class R>
+void AttendHead(float* HWY_RESTRICT oh, const float* HWY_RESTRICT qh, const KvRun* runs,
+                size_t n_runs, size_t row_bytes, size_t kv_offset, float* scratch, size_t D,
+                float scale, const R& rk, const R& rv) {
+  const DF df;
+  // Scores q.k / sqrt(D), four positions at a time across run boundaries, and their maximum
+  // for a stable softmax.
+  float max_score = -INFINITY;
+  size_t p = 0;
+  const std::byte* k_rows[4];
+  int n_group = 0;
+  auto score_group = [&]() HWY_ATTR {
+    for (int j = n_group; j < 4; ++j) k_rows[j] = k_rows[n_group - 1];  // padding, discarded
+    float dots[4];
+    Dot4(dots, qh, k_rows, kv_offset, D, rk);
+    for (int j = 0; j < n_group; ++j, ++p) {
+      scratch[p] = dots[j] * scale;
+      max_score = std::max(max_score, scratch[p]);
+    }
+    n_group = 0;
+  };
+  for (size_t r = 0; r < n_runs; ++r) {
+    const std::byte* k = runs[r].k;
+    const int n = runs[r].n_positions;
+    for (int j = 0; j < n; ++j) {
+      if (j + kPrefetchAhead < n)
+        PrefetchRow(rk.At(k + (j + kPrefetchAhead) * row_bytes, kv_offset), D * R::kBytes);
+      k_rows[n_group++] = k + j * row_bytes;
+      if (n_group == 4) score_group();
+    }
+  }
+  if (n_group > 0) score_group();
+  const float sum = ExpAndSum(scratch, p, max_score);
+  // Weighted sum of values, positions in order.
+  WeightedValuesHead(oh, runs, n_runs, row_bytes, kv_offset, scratch, D, rv);
+  const VF inv_sum = hn::Set(df, 1.0f / sum);
+  size_t d = 0;
+  for (; d + kN <= D; d += kN) hn::StoreU(hn::Mul(hn::LoadU(df, oh + d), inv_sum), df, oh + d);
+  if (d < D) StorePartial(hn::Mul(LoadWeightsN(df, oh + d, D - d), inv_sum), df, oh + d, D - d);
+}
+
 }  // namespace
 
-void AttentionImpl(float* out, const float* q, const KvRun* runs, size_t n_runs, float* scratch,
-                   int n_head, int n_kv_head, int head_dim, int head_begin, int head_end) {
-  const DF df;
+void AttentionImpl(float* out, const float* q, const KvRun* runs, size_t n_runs,
+                   const KvRowFormat& format, float* scratch, int n_head, int n_kv_head,
+                   int head_dim, int head_begin, int head_end) {
   const size_t D = head_dim, kv_dim = static_cast<size_t>(n_kv_head) * head_dim;
   const int group = n_head / n_kv_head;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   for (int h = head_begin; h < head_end; ++h) {
-    const float* qh = q + h * D;
-    const size_t kv_offset = static_cast<size_t>(h / group) * D;
-    // Scores q.k / sqrt(D), four positions at a time across run boundaries, and their
-    // maximum for a stable softmax.
-    float max_score = -INFINITY;
-    size_t p = 0;
-    const float* k_rows[4];
-    int n_group = 0;
-    auto score_group = [&]() HWY_ATTR {
-      for (int j = n_group; j < 4; ++j) k_rows[j] = k_rows[n_group - 1];  // padding, discarded
-      float dots[4];
-      Dot4(dots, qh, k_rows, D);
-      for (int j = 0; j < n_group; ++j, ++p) {
-        scratch[p] = dots[j] * scale;
-        max_score = std::max(max_score, scratch[p]);
-      }
-      n_group = 0;
-    };
-    for (size_t r = 0; r < n_runs; ++r) {
-      const float* k = runs[r].k + kv_offset;
-      const int n = runs[r].n_positions;
-      for (int j = 0; j < n; ++j) {
-        if (j + kPrefetchAhead < n) PrefetchRow(k + (j + kPrefetchAhead) * kv_dim, D);
-        k_rows[n_group++] = k + j * kv_dim;
-        if (n_group == 4) score_group();
-      }
-    }
-    if (n_group > 0) score_group();
-    const size_t n_positions = p;
-    const float sum = ExpAndSum(scratch, n_positions, max_score);
-    // Weighted sum of values, positions in order.
+    const int g = h / group;
+    const size_t kv_offset = static_cast<size_t>(g) * D;
     float* oh = out + h * D;
-    WeightedValuesHead(oh, runs, n_runs, kv_dim, kv_offset, scratch, D);
-    const VF inv_sum = hn::Set(df, 1.0f / sum);
-    size_t d = 0;
-    for (; d + kN <= D; d += kN) hn::StoreU(hn::Mul(hn::LoadU(df, oh + d), inv_sum), df, oh + d);
-    if (d < D) StorePartial(hn::Mul(LoadWeightsN(df, oh + d, D - d), inv_sum), df, oh + d, D - d);
+    const float* qh = q + h * D;
+    const size_t rb = format.row_bytes;
+    switch (format.dtype) {
+      case KvDtype::f32:
+        AttendHead(oh, qh, runs, n_runs, rb, kv_offset, scratch, D, scale, F32Reader{},
+                   F32Reader{});
+        break;
+      case KvDtype::f16:
+        AttendHead(oh, qh, runs, n_runs, rb, kv_offset, scratch, D, scale,
+                   Half16Reader<hwy::float16_t>{}, Half16Reader<hwy::float16_t>{});
+        break;
+      case KvDtype::bf16:
+        AttendHead(oh, qh, runs, n_runs, rb, kv_offset, scratch, D, scale,
+                   Half16Reader<hwy::bfloat16_t>{}, Half16Reader<hwy::bfloat16_t>{});
+        break;
+      case KvDtype::q8_0:
+        AttendHead(oh, qh, runs, n_runs, rb, kv_offset, scratch, D, scale, Q8Reader{kv_dim},
+                   Q8Reader{kv_dim});
+        break;
+      case KvDtype::fp8:
+        AttendHead(oh, qh, runs, n_runs, rb, kv_offset, scratch, D, scale,
+                   Fp8Reader{format.k_scale[g]}, Fp8Reader{format.v_scale[g]});
+        break;
+      case KvDtype::int8:
+        break;  // not storable: no cache hands out such rows
+    }
   }
 }
 
@@ -233,32 +351,40 @@ namespace kvlm {
 
 HWY_EXPORT(AttentionImpl);
 
-void attention_forward(float* out, const float* q, std::span<const KvRun> runs, float* scratch,
-                       int n_head, int n_kv_head, int head_dim) {
+void attention_forward(float* out, const float* q, std::span<const KvRun> runs,
+                       const KvRowFormat& format, float* scratch, int n_head, int n_kv_head,
+                       int head_dim) {
   HWY_DYNAMIC_DISPATCH(AttentionImpl)
-  (out, q, runs.data(), runs.size(), scratch, n_head, n_kv_head, head_dim, 0, n_head);
+  (out, q, runs.data(), runs.size(), format, scratch, n_head, n_kv_head, head_dim, 0, n_head);
 }
 
 void attention_heads_forward(float* out, const float* q, std::span<const KvRun> runs,
-                             float* scratch, int n_head, int n_kv_head, int head_dim,
-                             int head_begin, int head_end) {
+                             const KvRowFormat& format, float* scratch, int n_head, int n_kv_head,
+                             int head_dim, int head_begin, int head_end) {
   HWY_DYNAMIC_DISPATCH(AttentionImpl)
-  (out, q, runs.data(), runs.size(), scratch, n_head, n_kv_head, head_dim, std::max(head_begin, 0),
-   std::min(head_end, n_head));
+  (out, q, runs.data(), runs.size(), format, scratch, n_head, n_kv_head, head_dim,
+   std::max(head_begin, 0), std::min(head_end, n_head));
 }
 
-void attention_reference(float* out, const float* q, std::span<const KvRun> runs, int n_head,
-                         int n_kv_head, int head_dim) {
+void attention_reference(float* out, const float* q, std::span<const KvRun> runs,
+                         const KvRowFormat& format, int n_head, int n_kv_head, int head_dim) {
   const size_t kv_dim = static_cast<size_t>(n_kv_head) * head_dim;
   const int group = n_head / n_kv_head;
   for (int h = 0; h < n_head; ++h) {
     const float* qh = q + static_cast<size_t>(h) * head_dim;
-    const size_t kv_offset = static_cast<size_t>(h / group) * head_dim;
+    const int g = h / group;
+    const size_t kv_offset = static_cast<size_t>(g) * head_dim;
+    const float k_scale = format.k_scale ? format.k_scale[g] : 1.0f;
+    const float v_scale = format.v_scale ? format.v_scale[g] : 1.0f;
+    auto value = [&](const std::byte* rows, int j, int d, float s) {
+      return double{
+          kv_decode_value(rows + j * format.row_bytes, kv_dim, kv_offset + d, format.dtype, s)};
+    };
     std::vector<double> scores;
     for (const KvRun& run : runs)
       for (int j = 0; j < run.n_positions; ++j) {
         double dot = 0.0;
-        for (int d = 0; d < head_dim; ++d) dot += double{qh[d]} * run.k[j * kv_dim + kv_offset + d];
+        for (int d = 0; d < head_dim; ++d) dot += double{qh[d]} * value(run.k, j, d, k_scale);
         scores.push_back(dot / std::sqrt(static_cast<double>(head_dim)));
       }
     double max_score = -INFINITY, sum = 0.0;
@@ -268,7 +394,7 @@ void attention_reference(float* out, const float* q, std::span<const KvRun> runs
     size_t p = 0;
     for (const KvRun& run : runs)
       for (int j = 0; j < run.n_positions; ++j, ++p)
-        for (int d = 0; d < head_dim; ++d) acc[d] += scores[p] * run.v[j * kv_dim + kv_offset + d];
+        for (int d = 0; d < head_dim; ++d) acc[d] += scores[p] * value(run.v, j, d, v_scale);
     for (int d = 0; d < head_dim; ++d)
       out[static_cast<size_t>(h) * head_dim + d] = static_cast<float>(acc[d] / sum);
   }

@@ -10,32 +10,44 @@
 // H / G query heads), D = head_dim, P = positions attended (the query's own included).
 #pragma once
 
+#include <cstddef>
 #include <span>
+
+#include "ops/kv_format.h"
 
 namespace kvlm {
 
-// A run of consecutive cached positions: rows of [G * D] floats, row stride G * D.
+// A run of consecutive cached positions: rows of G * D values stored as the KvRowFormat given
+// with the runs says (fp32, 16-bit, q8_0 or fp8), format.row_bytes apart.
 struct KvRun {
-  const float* k = nullptr;  // [n_positions, G * D]
-  const float* v = nullptr;  // [n_positions, G * D]
+  const std::byte* k = nullptr;  // [n_positions] rows of K
+  const std::byte* v = nullptr;  // [n_positions] rows of V
   int n_positions = 0;
 };
+// A run over fp32 rows (tests, benchmarks).
+inline KvRun f32_run(const float* k, const float* v, int n_positions) {
+  return {reinterpret_cast<const std::byte*>(k), reinterpret_cast<const std::byte*>(v),
+          n_positions};
+}
 
-// out [H * D] = softmax(q k^T / sqrt(D)) v for every head, over all positions of `runs`.
-// scratch must hold P floats. Heads are independent; positions are reduced in order.
-// SIMD, dispatched at run time.
-void attention_forward(float* out, const float* q, std::span<const KvRun> runs, float* scratch,
-                       int n_head, int n_kv_head, int head_dim);
+// out [H * D] = softmax(q k^T / sqrt(D)) v for every head, over all positions of `runs`, whose
+// rows are stored as `format` says and are widened to fp32 in registers (each value to the bits
+// kv_decode_value gives). scratch must hold P floats. Heads are independent; positions are
+// reduced in order. SIMD, dispatched at run time.
+void attention_forward(float* out, const float* q, std::span<const KvRun> runs,
+                       const KvRowFormat& format, float* scratch, int n_head, int n_kv_head,
+                       int head_dim);
 
 // The same for query heads [head_begin, head_end) only (out and q still point at head 0 of
 // the row): lets a caller spread one row's heads over threads. Each head's result is the same
 // bits whichever call computes it.
 void attention_heads_forward(float* out, const float* q, std::span<const KvRun> runs,
-                             float* scratch, int n_head, int n_kv_head, int head_dim,
-                             int head_begin, int head_end);
+                             const KvRowFormat& format, float* scratch, int n_head, int n_kv_head,
+                             int head_dim, int head_begin, int head_end);
 
-// Scalar reference (double precision), to check the fast kernel against.
-void attention_reference(float* out, const float* q, std::span<const KvRun> runs, int n_head,
-                         int n_kv_head, int head_dim);
+// Scalar reference (double precision over kv_decode_value's values), to check the fast kernel
+// against.
+void attention_reference(float* out, const float* q, std::span<const KvRun> runs,
+                         const KvRowFormat& format, int n_head, int n_kv_head, int head_dim);
 
 }  // namespace kvlm

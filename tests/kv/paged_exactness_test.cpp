@@ -102,7 +102,7 @@ class PagedExactness : public ::testing::Test {
     model_ = std::move(model.value());
   }
   std::unique_ptr<PagedKvCache> make_cache(int block_size, size_t bytes = 0, int64_t tokens = 0) {
-    PagedKvCacheOptions options{block_size, bytes, tokens};
+    PagedKvCacheOptions options{block_size, bytes, tokens, {}};
     auto cache = PagedKvCache::create(model_->config().n_layer, model_->config().kv_dim(), options);
     EXPECT_TRUE(cache.is_ok()) << cache.message();
     return std::move(cache.value());
@@ -277,7 +277,7 @@ TEST_F(PagedExactness, EarlyStopReturnsBlocksAndChangesNoBits) {
 }
 
 TEST_F(PagedExactness, CallerCacheMustFitTheModelAndHaveFreeSlots) {
-  PagedKvCacheOptions options{16, 0, 256};
+  PagedKvCacheOptions options{16, 0, 256, {}};
   auto other = PagedKvCache::create(3, model_->config().kv_dim(), options);
   ASSERT_TRUE(other.is_ok());
   GenerateOptions o = contiguous(2);

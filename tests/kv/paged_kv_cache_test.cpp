@@ -30,11 +30,21 @@ float tag(int seq, int layer, int pos, int i) {
 // Writes positions [from, to) of `seq` as the model would, tagged with `writer`.
 void write(PagedKvCache& cache, int seq, int from, int to, int writer) {
   for (int l = 0; l < kLayers; ++l)
-    for (int p = from; p < to; ++p)
+    for (int p = from; p < to; ++p) {
+      float k[kDim], v[kDim];
       for (int i = 0; i < kDim; ++i) {
-        cache.key_row(seq, l, p)[i] = tag(writer, l, p, i);
-        cache.value_row(seq, l, p)[i] = -tag(writer, l, p, i);
+        k[i] = tag(writer, l, p, i);
+        v[i] = -tag(writer, l, p, i);
       }
+      cache.write_row(seq, l, p, k, v);
+    }
+}
+
+// Where position `pos` of `seq` in `layer` keeps its key row, found through runs().
+const float* key_at(const PagedKvCache& cache, int seq, int layer, int pos) {
+  std::vector<KvRun> runs;
+  cache.runs(seq, layer, pos + 1, &runs);
+  return reinterpret_cast<const float*>(runs.back().k) + (runs.back().n_positions - 1) * kDim;
 }
 
 // The writer whose tags positions [0, n) of `seq` hold, read back through runs(); -1 if mixed
@@ -45,15 +55,17 @@ int reader(const PagedKvCache& cache, int seq, int n) {
     std::vector<KvRun> runs;
     cache.runs(seq, l, n, &runs);
     int p = 0;
-    for (const KvRun& run : runs)
+    for (const KvRun& run : runs) {
+      const auto* k = reinterpret_cast<const float*>(run.k);
+      const auto* v = reinterpret_cast<const float*>(run.v);
       for (int j = 0; j < run.n_positions; ++j, ++p) {
-        const int w = static_cast<int>(run.k[j * kDim] - tag(0, l, p, 0)) / 10000;
+        const int w = static_cast<int>(k[j * kDim] - tag(0, l, p, 0)) / 10000;
         if (who == -2) who = w;
         for (int i = 0; i < kDim; ++i)
-          if (run.k[j * kDim + i] != tag(w, l, p, i) || run.v[j * kDim + i] != -tag(w, l, p, i) ||
-              w != who)
+          if (k[j * kDim + i] != tag(w, l, p, i) || v[j * kDim + i] != -tag(w, l, p, i) || w != who)
             return -1;
       }
+    }
     if (p != n) return -1;
   }
   return who;
@@ -94,13 +106,13 @@ TEST(PagedKvCache, GrowsBlockByBlockWithoutMovingAnything) {
   EXPECT_EQ(cache->block_table(0), (std::vector<int>{0}));
   EXPECT_EQ(cache->allocated_bytes(), cache->block_bytes());
   write(*cache, 0, 0, 3, 0);
-  float* first = cache->key_row(0, 1, 2);
+  const float* first = key_at(*cache, 0, 1, 2);
   for (int n = 4; n <= 9; ++n) {  // decode one position at a time
     ASSERT_TRUE(cache->reserve(0, n).is_ok());
     write(*cache, 0, n - 1, n, 0);
   }
   EXPECT_EQ(cache->block_table(0), (std::vector<int>{0, 1, 2}));
-  EXPECT_EQ(cache->key_row(0, 1, 2), first);  // growth never moved a cached row
+  EXPECT_EQ(key_at(*cache, 0, 1, 2), first);  // growth never moved a cached row
   EXPECT_EQ(cache->copies(), 0);
   EXPECT_EQ(reader(*cache, 0, 9), 0);
   std::vector<KvRun> runs;
@@ -108,7 +120,7 @@ TEST(PagedKvCache, GrowsBlockByBlockWithoutMovingAnything) {
   ASSERT_EQ(runs.size(), 3u);  // one run per block: 4 + 4 + 1 positions
   EXPECT_EQ(runs[0].n_positions, 4);
   EXPECT_EQ(runs[2].n_positions, 1);
-  EXPECT_EQ(runs[2].k, cache->key_row(0, 0, 8));
+  EXPECT_EQ(reinterpret_cast<const float*>(runs[2].k), key_at(*cache, 0, 0, 8));
   EXPECT_EQ(cache->held_positions(), 9);
   EXPECT_EQ(cache->allocated_bytes(), 3 * cache->block_bytes());
   EXPECT_EQ(cache->peak_allocated_bytes(), 3 * cache->block_bytes());
@@ -239,7 +251,7 @@ TEST(PagedKvCache, ForkCopiesTheSharedPartialBlockOnWrite) {
   write(*cache, 0, 6, 7, 0);
   EXPECT_EQ(reader(*cache, 0, 7), 0);
   EXPECT_EQ(reader(*cache, 1, 6), 0);
-  EXPECT_EQ(cache->key_row(1, 0, 6)[0], tag(1, 0, 6, 0));
+  EXPECT_EQ(key_at(*cache, 1, 0, 6)[0], tag(1, 0, 6, 0));
   EXPECT_EQ(cache->held_positions(), 4 + 3 + 3);
   EXPECT_TRUE(cache->check().is_ok()) << cache->check().message();
 }

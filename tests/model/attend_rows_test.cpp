@@ -33,10 +33,12 @@ TEST_P(AttendRowsTest, EveryRowMatchesAttentionAloneAtEveryThreadCount) {
   for (int s = 0; s < 2; ++s) {
     ASSERT_TRUE(cache.reserve(s, lengths[s]).is_ok());
     for (int p = 0; p < lengths[s]; ++p) {
+      std::vector<float> k(kv_dim), v(kv_dim);
       for (int i = 0; i < kv_dim; ++i) {
-        cache.key_row(s, layer, p)[i] = normal(rng);
-        cache.value_row(s, layer, p)[i] = normal(rng);
+        k[i] = normal(rng);
+        v[i] = normal(rng);
       }
+      cache.write_row(s, layer, p, k.data(), v.data());
     }
   }
   for (int p = 0; p < 40; ++p) rows.push_back({0, p});
@@ -52,12 +54,12 @@ TEST_P(AttendRowsTest, EveryRowMatchesAttentionAloneAtEveryThreadCount) {
     ASSERT_EQ(runs.size(), 1u);
     if (c.window > 0 && rows[r].pos + 1 > c.window) {
       const int skip = rows[r].pos + 1 - c.window;
-      runs[0].k += static_cast<size_t>(skip) * kv_dim;
-      runs[0].v += static_cast<size_t>(skip) * kv_dim;
+      runs[0].k += static_cast<size_t>(skip) * kv_dim * sizeof(float);
+      runs[0].v += static_cast<size_t>(skip) * kv_dim * sizeof(float);
       runs[0].n_positions -= skip;
     }
-    attention_forward(expected.data() + r * q_dim, q.data() + r * q_dim, runs, scratch.data(),
-                      c.n_head, c.n_kv_head, D);
+    attention_forward(expected.data() + r * q_dim, q.data() + r * q_dim, runs,
+                      cache.row_format(layer), scratch.data(), c.n_head, c.n_kv_head, D);
   }
   const AttentionShape shape{c.n_head, c.n_kv_head, D, c.window};
   for (int threads : {1, 2, 3, 8}) {

@@ -1,6 +1,7 @@
-// Attention on every SIMD target: close to the double-precision reference for head widths
-// around the vector length, several head groupings and position counts, misaligned rows; and
-// bitwise the same however the positions are split into runs (contiguous vs paged caches).
+// Attention on every SIMD target and every stored K/V type (f32, f16, bf16, q8_0, fp8): close to
+// the double-precision reference (over the same decoded values) for head widths around the
+// vector length, several head groupings and position counts, misaligned rows; and bitwise the
+// same however the positions are split into runs (contiguous vs paged caches).
 #include "ops/attention.h"
 
 #include <gtest/gtest.h>
@@ -20,80 +21,109 @@ struct Case {
   int n_head, n_kv_head, head_dim, n_positions;
 };
 
+// q [H * D] at a float offset; K and V rows stored as `dtype`, starting `offset` elements into
+// their buffers (so rows are misaligned against vectors), with the fp8 scales per KV head.
 struct Data {
-  std::vector<float> q, k, v;  // q [H * D] at offset; k, v [P, G * D] at offset
-  int offset = 0;
+  std::vector<float> q;
+  std::vector<std::byte> k, v;
+  size_t offset = 0;  // of q in floats; of the rows in bytes
+  std::vector<float> k_scale, v_scale;
+  KvRowFormat format;
 };
 
-Data make_data(const Case& c, int offset, std::mt19937& rng) {
+Data make_data(const Case& c, int offset, KvDtype dtype, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   Data d;
+  const size_t kv_dim = static_cast<size_t>(c.n_kv_head) * c.head_dim;
+  const size_t element = dtype == KvDtype::f32                             ? 4
+                         : dtype == KvDtype::f16 || dtype == KvDtype::bf16 ? 2
+                                                                           : 1;
   d.offset = offset;
-  const size_t kv = static_cast<size_t>(c.n_positions) * c.n_kv_head * c.head_dim;
   d.q.resize(offset + c.n_head * c.head_dim);
-  d.k.resize(offset + kv);
-  d.v.resize(offset + kv);
-  for (auto* vec : {&d.q, &d.k, &d.v})
-    for (float& f : *vec) f = normal(rng);
+  for (float& f : d.q) f = normal(rng);
+  for (int g = 0; g < c.n_kv_head; ++g) {  // fp8: a different scale per head
+    d.k_scale.push_back(0.25f * (g + 1));
+    d.v_scale.push_back(2.0f / (g + 1));
+  }
+  d.format = {dtype, kv_row_bytes(dtype, kv_dim), d.k_scale.data(), d.v_scale.data()};
+  const size_t row_offset = offset * element;
+  d.k.resize(row_offset + c.n_positions * d.format.row_bytes);
+  d.v.resize(d.k.size());
+  std::vector<float> row(kv_dim);
+  for (auto [bytes, scales] : {std::pair{&d.k, &d.k_scale}, {&d.v, &d.v_scale}})
+    for (int p = 0; p < c.n_positions; ++p) {
+      for (float& f : row) f = normal(rng);
+      kv_encode_row(bytes->data() + row_offset + p * d.format.row_bytes, row.data(), kv_dim, dtype,
+                    scales->data(), c.head_dim);
+    }
+  d.offset = offset;
   return d;
 }
 
 // Splits positions [0, P) into runs at the given cut points.
 std::vector<KvRun> split(const Case& c, const Data& d, const std::vector<int>& cuts) {
-  const size_t row = static_cast<size_t>(c.n_kv_head) * c.head_dim;
+  const size_t row = d.format.row_bytes;
+  const size_t base = d.k.size() - c.n_positions * row;  // the rows' byte offset
   std::vector<KvRun> runs;
   int start = 0;
   std::vector<int> ends = cuts;
   ends.push_back(c.n_positions);
   for (int end : ends) {
     if (end <= start || end > c.n_positions) continue;
-    runs.push_back(
-        {d.k.data() + d.offset + start * row, d.v.data() + d.offset + start * row, end - start});
+    runs.push_back({d.k.data() + base + start * row, d.v.data() + base + start * row, end - start});
     start = end;
   }
   return runs;
 }
 
+const KvDtype kStoredTypes[] = {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::q8_0,
+                                KvDtype::fp8};
+
 TEST(AttentionTest, MatchesTheReferenceAndIgnoresHowPositionsAreSplit) {
   std::mt19937 rng(13);
   std::vector<Case> cases;
   for (int D = 1; D <= 40; ++D) cases.push_back({2, 1, D, 1 + D % 7});
+  for (int D : {20, 33, 48}) cases.push_back({4, 4, D, 9});  // q8_0 blocks straddle heads
   for (int P : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33, 100})
     for (auto [H, G] : {std::pair{1, 1}, {4, 2}, {3, 3}, {4, 1}}) cases.push_back({H, G, 64, P});
   cases.push_back({12, 12, 64, 300});
   cases.push_back({4, 2, 80, 50});
   cases.push_back({2, 2, 128, 37});
   for_each_target([&](const SimdTarget&) {
-    for (const Case& c : cases) {
-      SCOPED_TRACE("H " + std::to_string(c.n_head) + " G " + std::to_string(c.n_kv_head) + " D " +
-                   std::to_string(c.head_dim) + " P " + std::to_string(c.n_positions));
-      const int offset = (c.head_dim + c.n_positions) % 4;
-      const Data d = make_data(c, offset, rng);
-      const float* q = d.q.data() + offset;
-      const size_t n_out = static_cast<size_t>(c.n_head) * c.head_dim;
-      std::vector<float> scratch(c.n_positions + 1, 0.0f), want(n_out);
-      std::vector<float> one_run(n_out + 1, 9.0f);
-      attention_forward(one_run.data(), q, split(c, d, {}), scratch.data(), c.n_head, c.n_kv_head,
-                        c.head_dim);
-      ASSERT_EQ(one_run.back(), 9.0f) << "wrote past the end of out";
-      attention_reference(want.data(), q, split(c, d, {}), c.n_head, c.n_kv_head, c.head_dim);
-      for (size_t i = 0; i < n_out; ++i)  // out is an average of values of about unit size
-        ASSERT_NEAR(one_run[i], want[i], 2e-5f) << "output " << i;
-      // Runs of 1, of 3, and uneven splits: the same bits.
-      std::vector<std::vector<int>> splits = {{}, {1}, {c.n_positions / 2}, {3, 4, 11}};
-      std::vector<int> ones, threes;
-      for (int p = 1; p < c.n_positions; ++p) ones.push_back(p);
-      for (int p = 3; p < c.n_positions; p += 3) threes.push_back(p);
-      splits.push_back(ones);
-      splits.push_back(threes);
-      for (const auto& cuts : splits) {
-        std::vector<float> got(n_out);
-        attention_forward(got.data(), q, split(c, d, cuts), scratch.data(), c.n_head, c.n_kv_head,
-                          c.head_dim);
-        ASSERT_EQ(std::memcmp(got.data(), one_run.data(), n_out * 4), 0)
-            << "split into " << split(c, d, cuts).size() << " runs";
+    for (KvDtype dtype : kStoredTypes)
+      for (const Case& c : cases) {
+        SCOPED_TRACE(std::string(kv_dtype_label(dtype)) + " H " + std::to_string(c.n_head) + " G " +
+                     std::to_string(c.n_kv_head) + " D " + std::to_string(c.head_dim) + " P " +
+                     std::to_string(c.n_positions));
+        const int offset = (c.head_dim + c.n_positions) % 4;
+        const Data d = make_data(c, offset, dtype, rng);
+        const float* q = d.q.data() + offset;
+        const size_t n_out = static_cast<size_t>(c.n_head) * c.head_dim;
+        std::vector<float> scratch(c.n_positions + 1, 0.0f), want(n_out);
+        std::vector<float> one_run(n_out + 1, 9.0f);
+        attention_forward(one_run.data(), q, split(c, d, {}), d.format, scratch.data(), c.n_head,
+                          c.n_kv_head, c.head_dim);
+        ASSERT_EQ(one_run.back(), 9.0f) << "wrote past the end of out";
+        attention_reference(want.data(), q, split(c, d, {}), d.format, c.n_head, c.n_kv_head,
+                            c.head_dim);
+        // out is an average of values of about unit size (fp8's V scales reach 2)
+        for (size_t i = 0; i < n_out; ++i)
+          ASSERT_NEAR(one_run[i], want[i], 4e-5f) << "output " << i;
+        // Runs of 1, of 3, and uneven splits: the same bits.
+        std::vector<std::vector<int>> splits = {{}, {1}, {c.n_positions / 2}, {3, 4, 11}};
+        std::vector<int> ones, threes;
+        for (int p = 1; p < c.n_positions; ++p) ones.push_back(p);
+        for (int p = 3; p < c.n_positions; p += 3) threes.push_back(p);
+        splits.push_back(ones);
+        splits.push_back(threes);
+        for (const auto& cuts : splits) {
+          std::vector<float> got(n_out);
+          attention_forward(got.data(), q, split(c, d, cuts), d.format, scratch.data(), c.n_head,
+                            c.n_kv_head, c.head_dim);
+          ASSERT_EQ(std::memcmp(got.data(), one_run.data(), n_out * 4), 0)
+              << "split into " << split(c, d, cuts).size() << " runs";
+        }
       }
-    }
   });
 }
 
@@ -102,23 +132,23 @@ TEST(AttentionTest, MatchesTheReferenceAndIgnoresHowPositionsAreSplit) {
 TEST(AttentionTest, HeadRangesGiveTheSameBitsAndTouchOnlyTheirHeads) {
   const Case c{6, 2, 20, 37};
   std::mt19937 rng(8);
-  const Data d = make_data(c, 1, rng);
+  const Data d = make_data(c, 1, KvDtype::f32, rng);
   const float* q = d.q.data() + 1;
   const size_t n_out = static_cast<size_t>(c.n_head) * c.head_dim;
   for_each_target([&](const SimdTarget&) {
     std::vector<float> scratch(c.n_positions), all(n_out);
-    attention_forward(all.data(), q, split(c, d, {5}), scratch.data(), c.n_head, c.n_kv_head,
-                      c.head_dim);
+    attention_forward(all.data(), q, split(c, d, {5}), d.format, scratch.data(), c.n_head,
+                      c.n_kv_head, c.head_dim);
     for (int group = 1; group <= c.n_head; ++group) {
       std::vector<float> got(n_out, 0.0f);
       for (int h0 = 0; h0 < c.n_head; h0 += group)
-        attention_heads_forward(got.data(), q, split(c, d, {5}), scratch.data(), c.n_head,
+        attention_heads_forward(got.data(), q, split(c, d, {5}), d.format, scratch.data(), c.n_head,
                                 c.n_kv_head, c.head_dim, h0, std::min(h0 + group, c.n_head));
       ASSERT_EQ(std::memcmp(got.data(), all.data(), n_out * 4), 0) << "groups of " << group;
     }
     std::vector<float> one(n_out, -3.0f);
-    attention_heads_forward(one.data(), q, split(c, d, {}), scratch.data(), c.n_head, c.n_kv_head,
-                            c.head_dim, 2, 3);
+    attention_heads_forward(one.data(), q, split(c, d, {}), d.format, scratch.data(), c.n_head,
+                            c.n_kv_head, c.head_dim, 2, 3);
     for (size_t i = 0; i < n_out; ++i) {
       const bool in_head = i / c.head_dim == 2;
       if (in_head) {
@@ -133,12 +163,13 @@ TEST(AttentionTest, HeadRangesGiveTheSameBitsAndTouchOnlyTheirHeads) {
 TEST(AttentionTest, OnePositionReturnsItsValue) {
   const Case c{2, 1, 5, 1};
   std::mt19937 rng(2);
-  const Data d = make_data(c, 0, rng);
+  const Data d = make_data(c, 0, KvDtype::f32, rng);
   for_each_target([&](const SimdTarget&) {
     std::vector<float> out(10), scratch(1);
-    attention_forward(out.data(), d.q.data(), split(c, d, {}), scratch.data(), 2, 1, 5);
+    attention_forward(out.data(), d.q.data(), split(c, d, {}), d.format, scratch.data(), 2, 1, 5);
     for (int h = 0; h < 2; ++h)
-      for (int i = 0; i < 5; ++i) EXPECT_EQ(out[h * 5 + i], d.v[i]);  // softmax of one = 1
+      for (int i = 0; i < 5; ++i)  // softmax of one = 1
+        EXPECT_EQ(out[h * 5 + i], kv_decode_value(d.v.data(), 5, i, KvDtype::f32, 1.0f));
   });
 }
 

@@ -1,6 +1,6 @@
 // kvlm kv-size: what a model's KV cache costs in bytes, beside its weights.
 //   kvlm kv-size (--config config.json | --model DIR | --preset NAME) --seq-len T
-//                [--batch B] [--dtype f32|f16|bf16|fp8|int8] [--json]
+//                [--batch B] [--dtype f32|f16|bf16|fp8|int8|q8_0] [--json]
 // The arithmetic lives in src/kv/kv_size; this file only picks the model and prints.
 #include <cinttypes>
 #include <cstdio>
@@ -121,7 +121,11 @@ void print_json(const kv::KvGeometry& g, const kv::KvSize& s, const std::string&
   j["sliding_window"] = g.sliding_window;
   j["n_ctx"] = g.n_ctx;
   j["dtype"] = kv::kv_dtype_name(s.dtype);
-  j["dtype_bytes"] = kv::kv_dtype_bytes(s.dtype);
+  if (s.dtype == kv::KvDtype::q8_0) {
+    j["dtype_bytes"] = kv::kv_dtype_bytes_per_value(s.dtype);  // 1.0625: an fp16 scale per 32
+  } else {
+    j["dtype_bytes"] = kv::kv_dtype_bytes(s.dtype);
+  }
   j["seq_len"] = s.seq_len;
   j["batch"] = s.batch;
   j["kept_positions"] = s.kept_positions;
@@ -156,9 +160,12 @@ void print_text(const kv::KvGeometry& g, const kv::KvSize& s, const std::string&
                 " (%" PRId64 " query heads)\n",
                 g.attention_kind(), g.n_layer, g.n_kv_head, g.head_dim, g.n_head);
   }
-  std::printf("cache    %s (%" PRIu64 " bytes per value), seq_len %s, batch %s\n",
-              kv::kv_dtype_name(s.dtype), kv::kv_dtype_bytes(s.dtype),
-              with_commas(s.seq_len).c_str(), with_commas(s.batch).c_str());
+  const std::string per_value =
+      s.dtype == kv::KvDtype::q8_0
+          ? std::string("8.5 bits per value: int8 + an fp16 scale per 32")
+          : std::to_string(kv::kv_dtype_bytes(s.dtype)) + " bytes per value";
+  std::printf("cache    %s (%s), seq_len %s, batch %s\n", kv::kv_dtype_name(s.dtype),
+              per_value.c_str(), with_commas(s.seq_len).c_str(), with_commas(s.batch).c_str());
   if (g.sliding_window > 0) {
     std::printf("window   sliding window %s: keeps min(T, window) = %s positions\n",
                 with_commas(g.sliding_window).c_str(), with_commas(s.kept_positions).c_str());
@@ -241,7 +248,7 @@ void add_kv_size_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--seq-len", options->seq_len, "tokens per sequence (T)")->required();
   cmd->add_option("--batch", options->batch, "sequences (B)")->capture_default_str();
   cmd->add_option("--dtype", options->dtype,
-                  "cache element type: f32, f16, bf16, fp8, int8 (default: the checkpoint's "
+                  "cache element type: f32, f16, bf16, fp8, int8, q8_0 (default: the checkpoint's "
                   "torch_dtype, f32 when the config has none)");
   cmd->add_flag("--json", options->json, "print one JSON object");
   cmd->callback([options, exit_code]() {

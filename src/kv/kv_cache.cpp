@@ -1,0 +1,61 @@
+#include "kv/kv_cache.h"
+
+#include <cmath>
+#include <string>
+
+namespace kvlm {
+
+Status validate_kv_storage(const KvStorageOptions& options, int n_layer, int kv_dim) {
+  if (!kv_dtype_storable(options.dtype))
+    return Status::error(std::string("KV cache: dtype ") + kv_dtype_label(options.dtype) +
+                         " cannot be stored; accepted: f32, f16, bf16, q8_0, fp8");
+  if (options.dtype != KvDtype::fp8) return Status::ok();
+  if (options.n_kv_head < 1 || kv_dim % options.n_kv_head != 0)
+    return Status::error("KV cache: fp8 needs n_kv_head dividing kv_dim " + std::to_string(kv_dim) +
+                         ", found " + std::to_string(options.n_kv_head));
+  const size_t want = static_cast<size_t>(n_layer) * options.n_kv_head;
+  for (const auto* scales : {&options.fp8_k_scales, &options.fp8_v_scales}) {
+    if (scales->empty()) continue;
+    if (scales->size() != want)
+      return Status::error(
+          "KV cache: fp8 scales need n_layer x n_kv_head = " + std::to_string(want) +
+          " values, found " + std::to_string(scales->size()));
+    for (float s : *scales)
+      if (!std::isfinite(s) || s <= 0.0f || s > 0x1p100f || s < 0x1p-100f)
+        return Status::error("KV cache: fp8 scale " + std::to_string(s) +
+                             " is not a positive finite number in [2^-100, 2^100]");
+  }
+  return Status::ok();
+}
+
+KvRowCodec::KvRowCodec(const KvStorageOptions& options, int n_layer, int kv_dim)
+    : dtype_(options.dtype),
+      kv_dim_(kv_dim),
+      n_kv_head_(std::max(options.n_kv_head, 1)),
+      row_bytes_(kv_row_bytes(options.dtype, kv_dim)) {
+  if (dtype_ != KvDtype::fp8) return;
+  const size_t n = static_cast<size_t>(n_layer) * n_kv_head_;
+  k_scales_ = options.fp8_k_scales.empty() ? std::vector<float>(n, 1.0f) : options.fp8_k_scales;
+  v_scales_ = options.fp8_v_scales.empty() ? std::vector<float>(n, 1.0f) : options.fp8_v_scales;
+}
+
+void KvRowCodec::encode_key(std::byte* dst, int layer, const float* k) const {
+  const float* scales = k_scales_.empty() ? nullptr : k_scales_.data() + layer * n_kv_head_;
+  kv_encode_row(dst, k, kv_dim_, dtype_, scales, kv_dim_ / n_kv_head_);
+}
+
+void KvRowCodec::encode_value(std::byte* dst, int layer, const float* v) const {
+  const float* scales = v_scales_.empty() ? nullptr : v_scales_.data() + layer * n_kv_head_;
+  kv_encode_row(dst, v, kv_dim_, dtype_, scales, kv_dim_ / n_kv_head_);
+}
+
+KvRowFormat KvRowCodec::format(int layer) const {
+  KvRowFormat f{dtype_, row_bytes_, nullptr, nullptr};
+  if (dtype_ == KvDtype::fp8) {
+    f.k_scale = k_scales_.data() + static_cast<size_t>(layer) * n_kv_head_;
+    f.v_scale = v_scales_.data() + static_cast<size_t>(layer) * n_kv_head_;
+  }
+  return f;
+}
+
+}  // namespace kvlm
