@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "model/dtype.h"
+#include "ops/dtype.h"
 
 namespace kvlm {
 

@@ -12,7 +12,7 @@
 #include "kv/contiguous_kv_cache.h"
 #include "kv/kv_size.h"
 #include "kv/paged_kv_cache.h"
-#include "model/dtype.h"
+#include "ops/dtype.h"
 #include "ops/kv_format.h"
 
 namespace kvlm {
