@@ -13,5 +13,6 @@ void add_kv_size_command(CLI::App& app, int* exit_code);
 void add_tokenize_command(CLI::App& app, int* exit_code);
 void add_detokenize_command(CLI::App& app, int* exit_code);
 void add_bench_command(CLI::App& app, int* exit_code);
+void add_perplexity_command(CLI::App& app, int* exit_code);
 
 }  // namespace kvlm::cli

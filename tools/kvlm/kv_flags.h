@@ -1,0 +1,20 @@
+// --kv-dtype: how a command's KV cache stores keys and values (kv/kv_cache.h's
+// KvStorageOptions). Shared by every command that builds a cache.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "kv/kv_cache.h"
+#include "kvlm/status.h"
+
+namespace kvlm::cli {
+
+// Adds --kv-dtype f32|f16|bf16|q8_0|fp8 (default f32) storing into *dtype.
+void add_kv_dtype_flag(CLI::App* cmd, std::string* dtype);
+// The storage options a --kv-dtype value asks for; `flag` names it in the error, which lists
+// what is accepted.
+Result<KvStorageOptions> kv_storage_from_flag(const std::string& dtype,
+                                              const std::string& flag = "--kv-dtype");
+
+}  // namespace kvlm::cli
