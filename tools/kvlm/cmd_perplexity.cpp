@@ -51,8 +51,6 @@ int run_perplexity(const PerplexityFlags& flags) {
   if (!flags.compare_kv_dtype.empty() && !flags.compare_weights.empty())
     return fail(Status::error("give --compare-kv-dtype or --compare-weights, not both"));
   if (flags.ctx < 0) return fail(Status::error("--ctx must be positive"));
-  auto kv = kv_storage_from_flag(flags.kv_dtype);
-  if (!kv) return fail(kv.status());
   auto text = read_text_file(flags.file);
   if (!text) return fail(Status::error("--file: " + text.message()));
   auto model = load_model_from_flags(flags.model);
@@ -77,13 +75,17 @@ int run_perplexity(const PerplexityFlags& flags) {
     options.bos = *tokenizer.value()->bos_id();
   if (isatty(STDERR_FILENO)) options.progress = print_progress;
 
+  const Parallel par = parallel_from_flags(flags.model);
+  auto kv = kv_storage_for_model(flags.kv_dtype, *model.value(), par);
+  if (!kv) return fail(kv.status());
   EvalConfig test{model.value().get(), kv.value()};
   std::unique_ptr<Model> base_model;
   EvalConfig base = test;
   std::string base_weights = flags.model.weights;
   const bool compare = !flags.compare_kv_dtype.empty() || !flags.compare_weights.empty();
   if (!flags.compare_kv_dtype.empty()) {
-    auto base_kv = kv_storage_from_flag(flags.compare_kv_dtype, "--compare-kv-dtype");
+    auto base_kv =
+        kv_storage_for_model(flags.compare_kv_dtype, *model.value(), par, "--compare-kv-dtype");
     if (!base_kv) return fail(base_kv.status());
     base.kv = base_kv.value();
   }
@@ -98,8 +100,7 @@ int run_perplexity(const PerplexityFlags& flags) {
     base_model = std::move(loaded.value());
     base.model = base_model.get();
   }
-  auto r = perplexity(tokens, test, compare ? &base : nullptr, options,
-                      parallel_from_flags(flags.model));
+  auto r = perplexity(tokens, test, compare ? &base : nullptr, options, par);
   if (!r) return fail(r.status());
 
   if (flags.json) {

@@ -1,11 +1,14 @@
 #include "kv_flags.h"
 
+#include "eval/kv_calibration.h"
+
 namespace kvlm::cli {
 
 void add_kv_dtype_flag(CLI::App* cmd, std::string* dtype) {
   cmd->add_option("--kv-dtype", *dtype,
                   "KV cache storage: f32 (default), f16, bf16, q8_0 (int8 + an fp16 scale per 32 "
-                  "values, 8.5 bits) or fp8 (e4m3, scale 1 per layer and KV head)");
+                  "values, 8.5 bits) or fp8 (e4m3, one scale per layer and KV head, calibrated "
+                  "once per model)");
 }
 
 Result<KvStorageOptions> kv_storage_from_flag(const std::string& dtype, const std::string& flag) {
@@ -17,6 +20,13 @@ Result<KvStorageOptions> kv_storage_from_flag(const std::string& dtype, const st
                          "'; accepted: f32, f16, bf16, q8_0, fp8");
   options.dtype = *parsed;
   return options;
+}
+
+Result<KvStorageOptions> kv_storage_for_model(const std::string& dtype, Model& model,
+                                              const Parallel& par, const std::string& flag) {
+  auto options = kv_storage_from_flag(dtype, flag);
+  if (!options || options->dtype != KvDtype::fp8) return options;
+  return calibrate_fp8_scales(model, par);
 }
 
 }  // namespace kvlm::cli

@@ -7,6 +7,8 @@
 
 #include "kv/kv_cache.h"
 #include "kvlm/status.h"
+#include "model/model.h"
+#include "ops/parallel.h"
 
 namespace kvlm::cli {
 
@@ -15,6 +17,11 @@ void add_kv_dtype_flag(CLI::App* cmd, std::string* dtype);
 // The storage options a --kv-dtype value asks for; `flag` names it in the error, which lists
 // what is accepted.
 Result<KvStorageOptions> kv_storage_from_flag(const std::string& dtype,
+                                              const std::string& flag = "--kv-dtype");
+// The same for a loaded model: fp8 gets its per-(layer, KV head) scales from
+// calibrate_fp8_scales (eval/kv_calibration.h), fixed before any request runs.
+Result<KvStorageOptions> kv_storage_for_model(const std::string& dtype, Model& model,
+                                              const Parallel& par,
                                               const std::string& flag = "--kv-dtype");
 
 }  // namespace kvlm::cli

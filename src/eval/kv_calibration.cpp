@@ -1,0 +1,78 @@
+#include "eval/kv_calibration.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kv/contiguous_kv_cache.h"
+
+namespace kvlm {
+
+namespace {
+
+// An fp32 contiguous cache that also records max |value| per (layer, KV head) of K and of V.
+class RecordingCache final : public KvCache {
+ public:
+  RecordingCache(const ModelConfig& c, int capacity)
+      : inner_(c.n_layer, c.kv_dim(), {capacity}),
+        n_kv_head_(c.n_kv_head),
+        head_dim_(c.head_dim),
+        k_max_(static_cast<size_t>(c.n_layer) * c.n_kv_head, 0.0f),
+        v_max_(k_max_.size(), 0.0f) {}
+
+  Status reserve(int seq, int n) override { return inner_.reserve(seq, n); }
+  void write_row(int seq, int layer, int pos, const float* k, const float* v) override {
+    for (int g = 0; g < n_kv_head_; ++g)
+      for (int d = 0; d < head_dim_; ++d) {
+        const size_t i = static_cast<size_t>(layer) * n_kv_head_ + g;
+        k_max_[i] = std::max(k_max_[i], std::fabs(k[g * head_dim_ + d]));
+        v_max_[i] = std::max(v_max_[i], std::fabs(v[g * head_dim_ + d]));
+      }
+    inner_.write_row(seq, layer, pos, k, v);
+  }
+  void runs(int seq, int layer, int n, std::vector<KvRun>* out) const override {
+    inner_.runs(seq, layer, n, out);
+  }
+  KvRowFormat row_format(int layer) const override { return inner_.row_format(layer); }
+  size_t allocated_bytes() const override { return inner_.allocated_bytes(); }
+
+  const std::vector<float>& k_max() const { return k_max_; }
+  const std::vector<float>& v_max() const { return v_max_; }
+
+ private:
+  ContiguousKvCache inner_;
+  int n_kv_head_, head_dim_;
+  std::vector<float> k_max_, v_max_;  // [n_layer * n_kv_head]
+};
+
+std::vector<float> scales_from(const std::vector<float>& max_abs) {
+  std::vector<float> s;
+  // A head that only ever held zeros keeps scale 1 (any scale stores zeros exactly).
+  for (float m : max_abs)
+    s.push_back(m > 0.0f && std::isfinite(m) ? std::max(m / 112.0f, 0x1p-90f) : 1.0f);
+  return s;
+}
+
+}  // namespace
+
+Result<KvStorageOptions> calibrate_fp8_scales(Model& model, const Parallel& par) {
+  const ModelConfig& c = model.config();
+  const int n = std::min(kCalibrationTokens, c.n_ctx);
+  std::vector<int32_t> tokens(n);
+  uint64_t state = 0x6b766c6d63616c69ull;  // "kvlmcali": the input never changes
+  for (int32_t& t : tokens) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    t = static_cast<int32_t>((state >> 33) % static_cast<uint64_t>(c.n_vocab));
+  }
+  RecordingCache cache(c, n);
+  std::vector<float> logits(c.n_vocab);
+  const SequenceChunk chunk{0, 0, tokens};
+  KVLM_RETURN_IF_ERROR(model.forward(logits.data(), {&chunk, 1}, cache, par));
+  KvStorageOptions options;
+  options.dtype = KvDtype::fp8;
+  options.n_kv_head = c.n_kv_head;
+  options.fp8_k_scales = scales_from(cache.k_max());
+  options.fp8_v_scales = scales_from(cache.v_max());
+  return options;
+}
+
+}  // namespace kvlm

@@ -1,0 +1,22 @@
+// fp8 KV cache scales, one per (layer, KV head) for K and for V, chosen from the model alone so
+// that they are fixed before any request: a fixed calibration input (kCalibrationTokens
+// pseudo-random ids from a constant seed, or the model's context if shorter) runs once through
+// the model with an fp32 cache, and each scale maps the largest |value| seen in its (layer,
+// head) to 112 = 448 / 4, leaving two binades of e4m3's range above it before values saturate.
+// The scales then never change, so a row's stored bytes depend on that row alone and paging,
+// prefix sharing, batching and arrival order stay bitwise (docs/kv_cache_quantization.md).
+#pragma once
+
+#include "kv/kv_cache.h"
+#include "kvlm/status.h"
+#include "model/model.h"
+#include "ops/parallel.h"
+
+namespace kvlm {
+
+constexpr int kCalibrationTokens = 256;
+
+// KvStorageOptions{fp8, n_kv_head, k scales, v scales} for `model`.
+Result<KvStorageOptions> calibrate_fp8_scales(Model& model, const Parallel& par);
+
+}  // namespace kvlm
