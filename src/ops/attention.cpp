@@ -33,6 +33,16 @@ namespace {
 // Readers: a head's slice of stored rows as fp32 vectors. Load(row, c) widens the kN values at
 // columns [c, c + kN) of a row, LoadN the first n < kN of them (other lanes zero). Every value
 // gets the bits kv_decode_value gives it: widening is exact, and a scale is one multiply.
+// A reader bound to one row: Load(c) / LoadN(c, n) of that row. Readers whose values need no
+// per-row state use this; Q8Reader keeps the last block's scale in a register instead.
+template <class R>
+struct PlainRow {
+  const R& rd;
+  const std::byte* row;
+  HWY_INLINE VF Load(size_t c) const { return rd.Load(row, c); }
+  HWY_INLINE VF LoadN(size_t c, size_t n) const { return rd.LoadN(row, c, n); }
+};
+
 struct F32Reader {
   HWY_INLINE VF Load(const std::byte* row, size_t c) const {
     return hn::LoadU(DF(), reinterpret_cast<const float*>(row) + c);
@@ -42,6 +52,7 @@ struct F32Reader {
   }
   HWY_INLINE const std::byte* At(const std::byte* row, size_t c) const { return row + 4 * c; }
   static constexpr size_t kBytes = 4;
+  HWY_INLINE PlainRow<F32Reader> Row(const std::byte* row) const { return {*this, row}; }
 };
 
 template <typename T>  // hwy::float16_t or hwy::bfloat16_t
@@ -54,6 +65,7 @@ struct Half16Reader {
   }
   HWY_INLINE const std::byte* At(const std::byte* row, size_t c) const { return row + 2 * c; }
   static constexpr size_t kBytes = 2;
+  HWY_INLINE PlainRow<Half16Reader> Row(const std::byte* row) const { return {*this, row}; }
 };
 
 // q8_0: int8 values, then one fp16 scale per 32 of them (ops/kv_format.h).
@@ -62,7 +74,15 @@ struct Q8Reader {
   HWY_INLINE float Scale(const std::byte* row, size_t block) const {
     uint16_t h;
     std::memcpy(&h, row + n_values + 2 * block, 2);
-    return f16_to_f32(h);
+    // Normal halves (every scale of a row with max |x| above 127 * 2^-14) widen by moving the
+    // exponent and mantissa fields: the same bits f16_to_f32 gives, without its call and branches.
+    const uint32_t exponent = h & 0x7c00u;
+    if (exponent == 0 || exponent == 0x7c00u) return f16_to_f32(h);
+    const uint32_t bits = (static_cast<uint32_t>(h & 0x8000u) << 16) |
+                          ((static_cast<uint32_t>(h & 0x7fffu) + 0x1c000u) << 13);
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
   }
   HWY_INLINE VF Load(const std::byte* row, size_t c) const {
     const DF df;
@@ -84,6 +104,31 @@ struct Q8Reader {
   }
   HWY_INLINE const std::byte* At(const std::byte* row, size_t c) const { return row + c; }
   static constexpr size_t kBytes = 1;
+  // One row, its current block's scale kept in a register: a head's slice reads each scale once
+  // per block instead of once per vector.
+  struct RowReader {
+    const Q8Reader& rd;
+    const std::byte* row;
+    size_t block = ~size_t{0};
+    VF scale = hn::Zero(DF());
+    HWY_INLINE VF Load(size_t c) {
+      const size_t first = c / kQ8BlockSize, last = (c + kN - 1) / kQ8BlockSize;
+      if (first != last) return rd.Load(row, c);  // straddles two blocks: a scale per lane
+      if (first != block) {
+        block = first;
+        scale = hn::Set(DF(), rd.Scale(row, first));
+      }
+      const DF df;
+      const hn::Rebind<int32_t, DF> di;
+      const hn::Rebind<int8_t, DF> d8;
+      return hn::Mul(
+          hn::ConvertTo(df,
+                        hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(row) + c))),
+          scale);
+    }
+    HWY_INLINE VF LoadN(size_t c, size_t n) const { return rd.LoadN(row, c, n); }
+  };
+  HWY_INLINE RowReader Row(const std::byte* row) const { return {*this, row}; }
 };
 
 // fp8 e4m3 with one scale for the head: the 7 magnitude bits shifted to fp32's exponent/mantissa
@@ -107,6 +152,7 @@ struct Fp8Reader {
   }
   HWY_INLINE const std::byte* At(const std::byte* row, size_t c) const { return row + c; }
   static constexpr size_t kBytes = 1;
+  HWY_INLINE PlainRow<Fp8Reader> Row(const std::byte* row) const { return {*this, row}; }
 };
 
 // q.k for four positions at once, q loaded once per vector for all four. Per position: one fma
@@ -120,21 +166,22 @@ HWY_INLINE void Dot4(float* HWY_RESTRICT out, const float* HWY_RESTRICT q,
                      const std::byte* const* HWY_RESTRICT k, size_t c0, size_t D, const R& rd) {
   const DF df;
   VF a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
+  auto k0 = rd.Row(k[0]), k1 = rd.Row(k[1]), k2 = rd.Row(k[2]), k3 = rd.Row(k[3]);
   size_t d = 0;
   for (; d + kN <= D; d += kN) {
     const VF qv = hn::LoadU(df, q + d);
-    a0 = hn::MulAdd(qv, rd.Load(k[0], c0 + d), a0);
-    a1 = hn::MulAdd(qv, rd.Load(k[1], c0 + d), a1);
-    a2 = hn::MulAdd(qv, rd.Load(k[2], c0 + d), a2);
-    a3 = hn::MulAdd(qv, rd.Load(k[3], c0 + d), a3);
+    a0 = hn::MulAdd(qv, k0.Load(c0 + d), a0);
+    a1 = hn::MulAdd(qv, k1.Load(c0 + d), a1);
+    a2 = hn::MulAdd(qv, k2.Load(c0 + d), a2);
+    a3 = hn::MulAdd(qv, k3.Load(c0 + d), a3);
   }
   if (d < D) {
     const size_t n = D - d;
     const VF qv = LoadWeightsN(df, q + d, n);
-    a0 = hn::MulAdd(qv, rd.LoadN(k[0], c0 + d, n), a0);
-    a1 = hn::MulAdd(qv, rd.LoadN(k[1], c0 + d, n), a1);
-    a2 = hn::MulAdd(qv, rd.LoadN(k[2], c0 + d, n), a2);
-    a3 = hn::MulAdd(qv, rd.LoadN(k[3], c0 + d, n), a3);
+    a0 = hn::MulAdd(qv, k0.LoadN(c0 + d, n), a0);
+    a1 = hn::MulAdd(qv, k1.LoadN(c0 + d, n), a1);
+    a2 = hn::MulAdd(qv, k2.LoadN(c0 + d, n), a2);
+    a3 = hn::MulAdd(qv, k3.LoadN(c0 + d, n), a3);
   }
 #if HWY_TARGET == HWY_SCALAR
   // One lane: each chain is already its position's whole sum.
@@ -210,9 +257,10 @@ HWY_INLINE void WeightedValues(float* HWY_RESTRICT o, const KvRun* runs, size_t 
       if (j + kPrefetchAhead < n)
         PrefetchRow(rd.At(row + kPrefetchAhead * row_bytes, column), n_cols * R::kBytes);
       const VF vw = hn::Set(df, *w);
+      auto values = rd.Row(row);
       for (int v = 0; v < NV; ++v) {
-        const VF x = kPartial && v == NV - 1 ? rd.LoadN(row, column + v * kN, tail)
-                                             : rd.Load(row, column + v * kN);
+        const VF x = kPartial && v == NV - 1 ? values.LoadN(column + v * kN, tail)
+                                             : values.Load(column + v * kN);
         acc[v] = hn::MulAdd(vw, x, acc[v]);
       }
     }
