@@ -31,8 +31,9 @@
 
 namespace kvlm {
 
-class Model;      // src/model/model.h: an architecture's forward pass
-class Tokenizer;  // src/tokenizer/tokenizer.h: text <-> ids
+class Model;       // src/model/model.h: an architecture's forward pass
+class Tokenizer;   // src/tokenizer/tokenizer.h: text <-> ids
+struct Completion;  // below
 
 // What to load: a Hugging Face folder, a llama2.c .bin (or any format the loader knows).
 struct ModelSource {
@@ -62,6 +63,9 @@ class LoadedModel {
   // The prompt a text becomes: encoded, BOS first when the tokenizer's post-processor (or
   // run.c) says so, the beginning-of-text token for an empty GPT-2 prompt. Needs a tokenizer.
   Result<std::vector<int32_t>> encode_prompt(const std::string& text, bool allow_special) const;
+  // What a terminal shows for a finished request: its new text, or for run.c conventions
+  // exactly what run.c prints (the prompt and the new text, then "\n").
+  Result<std::string> display_text(const Completion& completion) const;
 
  private:
   LoadedModel() = default;
@@ -104,7 +108,8 @@ struct Event {
 };
 
 struct EngineOptions {
-  size_t kv_memory_bytes = 0;  // paged cache arena; 0: room for max_running full contexts
+  size_t kv_memory_bytes = 0;  // paged cache arena in bytes; or:
+  int64_t kv_tokens = 0;       // room for this many positions; both 0: max_running contexts
   int block_size = 16;         // positions per cache block
   int max_batch_tokens = 512;  // token budget of one step (decode tokens + prefill chunks)
   int max_running = 16;        // sequences running at once
@@ -128,7 +133,8 @@ struct EngineStats {
   int64_t prefix_queries = 0;  // prompt tokens looked up in the prefix cache
   int64_t prefix_hits = 0;     // of those, found cached
   int64_t preemptions = 0;
-  double forward_seconds = 0;
+  double prefill_seconds = 0;       // steps that computed prompt positions
+  double decode_seconds = 0;        // steps that only decoded
 };
 
 class Engine {

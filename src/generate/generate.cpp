@@ -144,7 +144,7 @@ Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int3
       KVLM_RETURN_IF_ERROR(model.forward(logits.data(), chunks, cache, par));
       for (size_t k = 0; k < chunks.size(); ++k) {
         const int s = chunks[k].seq;
-        if (share) paged->commit(s, sequences[s]);  // its full blocks become findable
+        if (share) paged->register_full_blocks(s, sequences[s]);  // its full blocks become findable
         std::span<const float> row(logits.data() + k * V, V);
         if (options.observe) options.observe(step, s, row);
         const int32_t next = select(s, row);

@@ -21,7 +21,7 @@ ContiguousKvCache::ContiguousKvCache(int n_layer, int kv_dim, std::vector<int> c
   values_ = std::make_unique<std::byte[]>(n_bytes_);
 }
 
-Status ContiguousKvCache::reserve(int seq, int n_positions) {
+Status ContiguousKvCache::check_reserved(int seq, int n_positions) const {
   if (seq < 0 || seq >= n_sequences())
     return Status::error("KV cache: no sequence " + std::to_string(seq));
   if (n_positions > capacities_[seq])

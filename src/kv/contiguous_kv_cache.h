@@ -18,7 +18,7 @@ class ContiguousKvCache final : public KvCache {
   ContiguousKvCache(int n_layer, int kv_dim, std::vector<int> capacities,
                     const KvStorageOptions& storage = {});
 
-  Status reserve(int seq, int n_positions) override;
+  Status check_reserved(int seq, int n_positions) const override;
   void write_row(int seq, int layer, int pos, const float* k, const float* v) override;
   void runs(int seq, int layer, int n_positions, std::vector<KvRun>* out) const override;
   KvRowFormat row_format(int layer) const override { return codec_.format(layer); }

@@ -1,12 +1,13 @@
 // KvCache: where a model keeps each sequence's keys and values, per layer, so that decode
 // never recomputes them. Positions of a sequence are written once and then only read.
 //
-// The model sees the cache through this small interface: reserve room (plan; may say "no
-// room" and change nothing), write a new position's fp32 K and V rows (the cache stores them as
-// its dtype: f32, f16, bf16, q8_0 or fp8, see ops/kv_format.h), and get the runs of stored rows
-// that hold positions [0, n) for attention, with the format attention reads them in. The
-// contiguous cache gives one run per sequence; a paged cache gives one per block. Cell metadata
-// (lengths, tables) lives in the implementation, apart from the tensors.
+// The model sees the cache through this small interface: check that the positions a step
+// writes were reserved (the caller plans and reserves: the model computes, it never allocates),
+// write a new position's fp32 K and V rows (the cache stores them as its dtype: f32, f16, bf16,
+// q8_0 or fp8, see ops/kv_format.h), and get the runs of stored rows that hold positions
+// [0, n) for attention, with the format attention reads them in. The contiguous cache gives
+// one run per sequence; a paged cache gives one per block. Cell metadata (lengths, tables)
+// lives in the implementation, apart from the tensors.
 //
 // A stored row depends only on the fp32 row written (q8_0 scales are per row; fp8 scales are
 // fixed when the cache is made), so every exactness property of the fp32 cache holds per dtype.
@@ -57,9 +58,9 @@ class KvCache {
  public:
   virtual ~KvCache() = default;
 
-  // Makes positions [0, n_positions) of sequence `seq` writable. Fails, changing nothing, when
-  // there is no room.
-  virtual Status reserve(int seq, int n_positions) = 0;
+  // Ok when positions [0, n_positions) of sequence `seq` are writable; an error naming the
+  // sequence and both numbers otherwise.
+  virtual Status check_reserved(int seq, int n_positions) const = 0;
   // Stores fp32 rows k, v [kv_dim] as position `pos` of sequence `seq` in layer `layer`
   // (reserved before), converted to the cache's dtype.
   virtual void write_row(int seq, int layer, int pos, const float* k, const float* v) = 0;

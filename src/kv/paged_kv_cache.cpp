@@ -147,6 +147,14 @@ Status PagedKvCache::reserve(int seq, int n_positions) {
   return reserve_all({&request, 1});
 }
 
+Status PagedKvCache::check_reserved(int seq, int n_positions) const {
+  if (length(seq) < n_positions)
+    return Status::error("KV cache: sequence " + std::to_string(seq) + " has " +
+                         std::to_string(length(seq)) + " positions reserved, the step writes up to " +
+                         std::to_string(n_positions) + " (reserve before the forward pass)");
+  return Status::ok();
+}
+
 Status PagedKvCache::reserve_all(std::span<const PositionsRequest> requests) {
   // A sequence named twice needs only its larger request.
   std::map<int, int> wanted;
@@ -231,7 +239,7 @@ Result<int> PagedKvCache::match_prefix(int seq, std::span<const int32_t> tokens)
   return s.length;
 }
 
-void PagedKvCache::commit(int seq, std::span<const int32_t> tokens) {
+void PagedKvCache::register_full_blocks(int seq, std::span<const int32_t> tokens) {
   if (!holds(seq)) return;
   Sequence& s = seqs_[seq];
   const size_t written = std::min<size_t>(tokens.size(), s.length);

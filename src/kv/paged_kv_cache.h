@@ -57,7 +57,8 @@ class PagedKvCache final : public KvCache {
   // KvCache. reserve() takes the blocks that positions [length, n) need and copies any block
   // among them that is shared or cached (copy on write); it fails, changing nothing, when the
   // pool has too few free blocks. Positions below the sequence's length are never written again.
-  Status reserve(int seq, int n_positions) override;
+  Status reserve(int seq, int n_positions);
+  Status check_reserved(int seq, int n_positions) const override;
   void write_row(int seq, int layer, int pos, const float* k, const float* v) override;
   void runs(int seq, int layer, int n_positions, std::vector<KvRun>* out) const override;
   KvRowFormat row_format(int layer) const override { return codec_.format(layer); }
@@ -67,6 +68,11 @@ class PagedKvCache final : public KvCache {
 
   // Reserves for several sequences at once: all of them or none (a batch step's plan).
   Status reserve_all(std::span<const PositionsRequest> requests);
+  // The plan half of reserve(): blocks it would take (new ones plus copies on write). Running
+  // out is this number exceeding n_free_blocks(), a value the scheduler acts on (it preempts),
+  // not an error.
+  int blocks_to_reserve(int seq, int n_positions) const { return blocks_needed(seq, n_positions); }
+  int n_free_blocks() const { return pool_.n_free(); }
 
   // Starts sequence `seq` (which must hold nothing) on the longest cached prefix of `tokens`:
   // attaches those blocks and returns how many leading positions the sequence now has. At most
@@ -78,8 +84,9 @@ class PagedKvCache final : public KvCache {
   // Chain hashes of the full blocks of `tokens` (for planning which prompts share blocks).
   std::vector<BlockHash> block_hashes(std::span<const int32_t> tokens) const;
   // Tells the cache that `tokens` (the sequence's tokens from position 0) have their K/V
-  // written up to min(tokens.size(), length): full blocks among them become cached prefixes.
-  void commit(int seq, std::span<const int32_t> tokens);
+  // written up to min(tokens.size(), length): full blocks among them become cached prefixes
+  // that later prompts find by hash.
+  void register_full_blocks(int seq, std::span<const int32_t> tokens);
   // dst (which must hold nothing) shares every block of src, half-full last block included;
   // whichever writes into a shared block first copies it. Takes no memory.
   Status fork_sequence(int src, int dst);

@@ -130,7 +130,7 @@ Status Gpt2Model::forward(float* logits, std::span<const SequenceChunk> chunks, 
                           const Parallel& par) {
   KVLM_RETURN_IF_ERROR(validate_chunks(chunks, config_));
   for (const SequenceChunk& c : chunks)
-    KVLM_RETURN_IF_ERROR(cache.reserve(c.seq, c.start_pos + static_cast<int>(c.tokens.size())));
+    KVLM_RETURN_IF_ERROR(cache.check_reserved(c.seq, c.start_pos + static_cast<int>(c.tokens.size())));
   const int C = config_.n_embd, F = config_.n_ff;
   int n_rows = 0;
   for (const SequenceChunk& c : chunks) n_rows += static_cast<int>(c.tokens.size());

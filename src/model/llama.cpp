@@ -109,7 +109,7 @@ Status LlamaModel::forward(float* logits, std::span<const SequenceChunk> chunks,
   KVLM_RETURN_IF_ERROR(validate_chunks(chunks, c));
   for (const SequenceChunk& chunk : chunks)
     KVLM_RETURN_IF_ERROR(
-        cache.reserve(chunk.seq, chunk.start_pos + static_cast<int>(chunk.tokens.size())));
+        cache.check_reserved(chunk.seq, chunk.start_pos + static_cast<int>(chunk.tokens.size())));
   const int C = c.n_embd, F = c.n_ff;
   int n_rows = 0;
   for (const SequenceChunk& chunk : chunks) n_rows += static_cast<int>(chunk.tokens.size());

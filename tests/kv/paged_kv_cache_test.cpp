@@ -164,7 +164,7 @@ TEST(PagedKvCache, PrefixIsFoundByHashAndShared) {
   const std::vector<int32_t> a = iota_tokens(10);
   ASSERT_TRUE(cache->reserve(0, 10).is_ok());
   write(*cache, 0, 0, 10, 0);
-  cache->commit(0, a);
+  cache->register_full_blocks(0, a);
   EXPECT_EQ(cache->pool().n_cached(), 2);  // only full blocks are hashed
   std::vector<int32_t> b = iota_tokens(9);
   b.push_back(99);
@@ -200,7 +200,7 @@ TEST(PagedKvCache, WholePromptHitCopiesTheLastBlockOnWrite) {
   const std::vector<int32_t> prompt = iota_tokens(8);
   ASSERT_TRUE(cache->reserve(0, 8).is_ok());
   write(*cache, 0, 0, 8, 0);
-  cache->commit(0, prompt);
+  cache->register_full_blocks(0, prompt);
   cache->free_sequence(0);
   EXPECT_EQ(cache->pool().n_cached(), 2);
   EXPECT_EQ(cache->pool().n_used(), 0);
@@ -265,7 +265,7 @@ TEST(PagedKvCache, CachedPrefixesAreEvictedLeastRecentlyUsedFirst) {
     const auto& tokens = seq == 0 ? a : b;
     ASSERT_TRUE(cache->reserve(seq, 4).is_ok());
     write(*cache, seq, 0, 4, seq);
-    cache->commit(seq, tokens);
+    cache->register_full_blocks(seq, tokens);
   }
   cache->free_sequence(0);  // a's blocks 0, 1
   cache->free_sequence(1);  // b's blocks 2, 3
@@ -288,7 +288,7 @@ TEST(PagedKvCache, BlockOfOnePositionWorks) {
   const std::vector<int32_t> prompt = {4, 5, 6};
   ASSERT_TRUE(cache->reserve(0, 3).is_ok());
   write(*cache, 0, 0, 3, 0);
-  cache->commit(0, prompt);
+  cache->register_full_blocks(0, prompt);
   EXPECT_EQ(cache->pool().n_cached(), 3);
   auto hit = cache->match_prefix(1, prompt);
   ASSERT_TRUE(hit.is_ok());
@@ -312,7 +312,7 @@ TEST(PagedKvCache, SharedPrefillsAreDeferredOneWave) {
   EXPECT_EQ(later, (std::vector<int>{2, 4}));
   // Once prompt 0's blocks are cached, nobody waits.
   ASSERT_TRUE(cache->reserve(0, 10).is_ok());
-  cache->commit(0, prompts[0]);
+  cache->register_full_blocks(0, prompts[0]);
   wave = later;
   EXPECT_TRUE(defer_shared_prefills(*cache, prompts, &wave).empty());
   EXPECT_EQ(wave, (std::vector<int>{2, 4}));

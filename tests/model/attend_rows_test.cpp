@@ -31,7 +31,7 @@ TEST_P(AttendRowsTest, EveryRowMatchesAttentionAloneAtEveryThreadCount) {
   std::normal_distribution<float> normal;
   std::vector<AttentionRow> rows;
   for (int s = 0; s < 2; ++s) {
-    ASSERT_TRUE(cache.reserve(s, lengths[s]).is_ok());
+    ASSERT_TRUE(cache.check_reserved(s, lengths[s]).is_ok());
     for (int p = 0; p < lengths[s]; ++p) {
       std::vector<float> k(kv_dim), v(kv_dim);
       for (int i = 0; i < kv_dim; ++i) {
