@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -31,8 +32,8 @@
 
 namespace kvlm {
 
-class Model;       // src/model/model.h: an architecture's forward pass
-class Tokenizer;   // src/tokenizer/tokenizer.h: text <-> ids
+class Model;        // src/model/model.h: an architecture's forward pass
+class Tokenizer;    // src/tokenizer/tokenizer.h: text <-> ids
 struct Completion;  // below
 
 // What to load: a Hugging Face folder, a llama2.c .bin (or any format the loader knows).
@@ -78,10 +79,10 @@ class LoadedModel {
 using RequestId = uint64_t;
 
 struct Request {
-  // The prompt: ids used as they are (prompt_ids non-empty), or text encoded by
-  // LoadedModel::encode_prompt.
+  // The prompt: text, encoded by LoadedModel::encode_prompt (an empty text starts from BOS),
+  // or, when prompt_text is unset, ids used as they are.
+  std::optional<std::string> prompt_text;
   std::vector<int32_t> prompt_ids;
-  std::string prompt_text;
   bool allow_special = false;  // text such as <|endoftext|> becomes that token
   int max_new_tokens = 16;
   SamplingParams sampling;
@@ -118,6 +119,9 @@ struct EngineOptions {
   // The uncached baseline: every step recomputes each running sequence from position 0 (same
   // forward code, so the same bits as the cache; only the work differs).
   bool recompute_every_step = false;
+  // Sees every logits row a request samples from, before sampling ([n_vocab]; `step` counts the
+  // request's tokens generated before this one). For tests, perplexity and tools; optional.
+  std::function<void(RequestId id, int step, std::span<const float> logits)> on_logits;
 };
 
 // Counters for metrics and benchmarks (monotonic, except the gauges).
@@ -133,8 +137,9 @@ struct EngineStats {
   int64_t prefix_queries = 0;  // prompt tokens looked up in the prefix cache
   int64_t prefix_hits = 0;     // of those, found cached
   int64_t preemptions = 0;
-  double prefill_seconds = 0;       // steps that computed prompt positions
-  double decode_seconds = 0;        // steps that only decoded
+  double prefill_seconds = 0;      // steps that computed prompt positions
+  double decode_seconds = 0;       // steps that only decoded
+  int64_t decode_step_tokens = 0;  // tokens sampled in those steps
 };
 
 class Engine {

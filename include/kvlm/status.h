@@ -63,3 +63,14 @@ class Result {
     auto&& kvlm_status_ = (expr);                            \
     if (!kvlm_status_.is_ok()) return kvlm_status_.status(); \
   } while (0)
+
+// Unwrap a Result<T> into `lhs` (a declaration or an lvalue), or propagate its error:
+//   KVLM_ASSIGN_OR_RETURN(auto model, load_model(path, options));
+#define KVLM_ASSIGN_OR_RETURN(lhs, expr) \
+  KVLM_ASSIGN_OR_RETURN_IMPL_(KVLM_STATUS_CONCAT_(kvlm_result_, __LINE__), lhs, expr)
+#define KVLM_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                                \
+  if (!tmp.is_ok()) return tmp.status();            \
+  lhs = std::move(tmp).value()
+#define KVLM_STATUS_CONCAT_(a, b) KVLM_STATUS_CONCAT_INNER_(a, b)
+#define KVLM_STATUS_CONCAT_INNER_(a, b) a##b

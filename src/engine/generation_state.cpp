@@ -8,9 +8,7 @@ namespace kvlm {
 
 Result<GenerationState> GenerationState::create(const LoadedModel& model, const Request& request) {
   GenerationState s;
-  auto chain = SamplerChain::from_params(request.sampling);
-  if (!chain) return chain.status();
-  s.chain_ = std::move(chain.value());
+  KVLM_ASSIGN_OR_RETURN(s.chain_, SamplerChain::from_params(request.sampling));
   if (request.logprobs < 0 || request.logprobs > 20)
     return Status::error("logprobs must be between 0 and 20, found " +
                          std::to_string(request.logprobs));
@@ -21,9 +19,7 @@ Result<GenerationState> GenerationState::create(const LoadedModel& model, const 
   s.max_new_ = request.max_new_tokens;
   s.rng_ = Rng(sequence_seed(request.sampling.seed, request.seed_index));
   if (model.tokenizer()) {
-    auto text = TextStream::create(*model.tokenizer(), request.stop);
-    if (!text) return text.status();
-    s.text_.emplace(std::move(text.value()));
+    KVLM_ASSIGN_OR_RETURN(s.text_, TextStream::create(*model.tokenizer(), request.stop));
   } else if (!request.stop.empty()) {
     return Status::error("stop strings need a tokenizer to decode text (pass --tokenizer PATH)");
   }

@@ -27,12 +27,9 @@ Result<std::shared_ptr<LoadedModel>> LoadedModel::load(const ModelSource& source
     if (!dtype) return Status::error("weights: unknown type '" + source.weights + "'");
     options.convert_weights = *dtype;
   }
-  auto model = load_model(source.path, options);
-  if (!model) return model.status();
-  auto tokenizer = find_tokenizer(source);
-  if (!tokenizer) return tokenizer.status();
-  return from_parts(std::shared_ptr<Model>(std::move(model.value())),
-                    std::shared_ptr<const Tokenizer>(std::move(tokenizer.value())));
+  KVLM_ASSIGN_OR_RETURN(std::shared_ptr<Model> model, load_model(source.path, options));
+  KVLM_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tokenizer, find_tokenizer(source));
+  return from_parts(std::move(model), std::move(tokenizer));
 }
 
 Result<std::shared_ptr<LoadedModel>> LoadedModel::from_parts(
@@ -57,8 +54,12 @@ Result<std::shared_ptr<LoadedModel>> LoadedModel::from_parts(
   return loaded;
 }
 
-int LoadedModel::n_ctx() const { return model_->config().n_ctx; }
-int LoadedModel::n_vocab() const { return model_->config().n_vocab; }
+int LoadedModel::n_ctx() const {
+  return model_->config().n_ctx;
+}
+int LoadedModel::n_vocab() const {
+  return model_->config().n_vocab;
+}
 
 Result<std::vector<int32_t>> LoadedModel::encode_prompt(const std::string& text,
                                                         bool allow_special) const {
@@ -67,8 +68,9 @@ Result<std::vector<int32_t>> LoadedModel::encode_prompt(const std::string& text,
         "a text prompt needs a tokenizer: the model folder has none, so pass "
         "--tokenizer PATH (or give token ids)");
   if (run_c_) {  // as run.c: BOS first, never special tokens
-    return static_cast<const Llama2cTokenizer&>(*tokenizer_).encode(text, /*bos=*/true,
-                                                                   /*eos=*/false);
+    return static_cast<const Llama2cTokenizer&>(*tokenizer_)
+        .encode(text, /*bos=*/true,
+                /*eos=*/false);
   }
   std::vector<int32_t> ids = tokenizer_->encode(text, allow_special);
   // Tokenizers whose post-processor puts BOS first (Hugging Face Llama files) get it here, as
@@ -91,12 +93,18 @@ Result<std::string> LoadedModel::display_text(const Completion& completion) cons
 
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kEos: return "eos";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kEos:
+      return "eos";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
   }
   return "none";
 }

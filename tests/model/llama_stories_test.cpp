@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "kvlm/engine.h"
 #include "model/llama.h"
 #include "model/llama2c.h"
-#include "model/llama2c_generate.h"
 #include "model/loader.h"
 #include "support/test_support.h"
 #include "tokenizer/llama2c_tokenizer.h"
@@ -23,6 +23,40 @@ namespace {
   KVLM_REQUIRE_SHARED_DATA("stories260K/stories260K.bin", "stories260K/tok512.bin", \
                            "stories260K/golden.json");                              \
   const std::string dir = test::shared_data_path("stories260K")
+
+// run.c's generate() through the engine: the prompt encoded as run.c does (BOS first), greedy
+// tokens until max_new or until the model produces BOS, the text run.c prints.
+struct RunC {
+  std::vector<int32_t> prompt_ids;
+  std::vector<int32_t> generated_ids;  // the BOS that stopped the run excluded
+  bool stopped_on_bos = false;
+  std::string output;  // exactly what run.c writes to stdout, its final "\n" included
+};
+
+RunC run_c(const std::string& dir, const std::string& prompt, int max_new, bool cached = true,
+           int threads = 1) {
+  auto model = LoadedModel::load({dir + "/stories260K.bin", dir + "/tok512.bin", ""});
+  EXPECT_TRUE(model.is_ok()) << model.message();
+  EXPECT_TRUE(model.value()->run_c_conventions());
+  EngineOptions options;
+  options.max_running = 1;
+  options.threads = threads;
+  options.recompute_every_step = !cached;
+  auto engine = Engine::create(model.value(), options);
+  EXPECT_TRUE(engine.is_ok()) << engine.message();
+  Request request;
+  request.prompt_text = prompt;
+  request.max_new_tokens = max_new;
+  request.sampling.temperature = 0.0f;  // run.c's -t 0: argmax, lowest id on ties
+  std::vector<Request> one;
+  one.push_back(request);
+  auto done = run_to_completion(*engine.value(), std::move(one));
+  EXPECT_TRUE(done.is_ok()) << done.message();
+  const Completion& c = done.value().at(0);
+  RunC run{c.prompt_ids, c.ids, c.finish == FinishReason::kEos, ""};
+  run.output = model.value()->display_text(c).value();
+  return run;
+}
 
 TEST(LlamaStories, HeaderIsTheDocumentedGqaModel) {
   REQUIRE_STORIES(dir);
@@ -58,53 +92,40 @@ TEST(LlamaStories, PromptIdsMatchRunC) {
 
 TEST(LlamaStories, GoldenTokensAndStdoutByteForByte) {
   REQUIRE_STORIES(dir);
-  auto model = load_model(dir + "/stories260K.bin", {});
-  ASSERT_TRUE(model.is_ok()) << model.message();
-  auto tokenizer = Llama2cTokenizer::load(dir + "/tok512.bin", model.value()->config().n_vocab);
-  ASSERT_TRUE(tokenizer.is_ok()) << tokenizer.message();
   const auto golden = nlohmann::json::parse(test::read_text(dir + "/golden.json"));
   ASSERT_GE(golden["cases"].size(), 2u);
   for (const auto& c : golden["cases"]) {
     const std::string prompt = c["prompt"].get<std::string>();
     const auto prompt_ids = c["prompt_ids"].get<std::vector<int32_t>>();
     const int max_new = llama2c_steps_to_max_new(c["steps"].get<int>(), prompt_ids.size());
-    auto run = llama2c_generate(*model.value(), *tokenizer.value(), prompt, max_new, Parallel{1});
-    ASSERT_TRUE(run.is_ok()) << run.message();
-    EXPECT_EQ(run->prompt_ids, prompt_ids) << prompt;
-    EXPECT_EQ(run->generated_ids, c["generated_ids"].get<std::vector<int32_t>>()) << prompt;
-    EXPECT_EQ(run->stopped_on_bos, c["stopped_on_bos"].get<bool>()) << prompt;
-    EXPECT_EQ(run->output, c["stdout"].get<std::string>()) << prompt;
+    const RunC run = run_c(dir, prompt, max_new);
+    EXPECT_EQ(run.prompt_ids, prompt_ids) << prompt;
+    EXPECT_EQ(run.generated_ids, c["generated_ids"].get<std::vector<int32_t>>()) << prompt;
+    EXPECT_EQ(run.stopped_on_bos, c["stopped_on_bos"].get<bool>()) << prompt;
+    EXPECT_EQ(run.output, c["stdout"].get<std::string>()) << prompt;
     // token_ids is the prompt followed by what was generated.
-    std::vector<int32_t> all = run->prompt_ids;
-    all.insert(all.end(), run->generated_ids.begin(), run->generated_ids.end());
+    std::vector<int32_t> all = run.prompt_ids;
+    all.insert(all.end(), run.generated_ids.begin(), run.generated_ids.end());
     EXPECT_EQ(all, c["token_ids"].get<std::vector<int32_t>>()) << prompt;
 
     // Uncached generation recomputes everything each step (quadratic), so a prefix suffices.
     const int n_uncached = std::min(max_new, 40);
-    auto uncached = llama2c_generate(*model.value(), *tokenizer.value(), prompt, n_uncached,
-                                     Parallel{1}, nullptr, /*use_cache=*/false);
-    ASSERT_TRUE(uncached.is_ok()) << uncached.message();
-    EXPECT_EQ(
-        uncached->generated_ids,
-        std::vector<int32_t>(run->generated_ids.begin(), run->generated_ids.begin() + n_uncached))
+    const RunC uncached = run_c(dir, prompt, n_uncached, /*cached=*/false);
+    EXPECT_EQ(uncached.generated_ids, std::vector<int32_t>(run.generated_ids.begin(),
+                                                           run.generated_ids.begin() + n_uncached))
         << prompt;
   }
 }
 
 TEST(LlamaStories, EmptyPromptStartsFromBos) {
   REQUIRE_STORIES(dir);
-  auto model = load_model(dir + "/stories260K.bin", {});
-  ASSERT_TRUE(model.is_ok()) << model.message();
-  auto tokenizer = Llama2cTokenizer::load(dir + "/tok512.bin", 512);
-  ASSERT_TRUE(tokenizer.is_ok()) << tokenizer.message();
-  auto run = llama2c_generate(*model.value(), *tokenizer.value(), "", 40, Parallel{1});
-  ASSERT_TRUE(run.is_ok()) << run.message();
-  EXPECT_EQ(run->prompt_ids, std::vector<int32_t>{1});
-  ASSERT_FALSE(run->generated_ids.empty());
+  const RunC run = run_c(dir, "", 40);
+  EXPECT_EQ(run.prompt_ids, std::vector<int32_t>{1});
+  ASSERT_FALSE(run.generated_ids.empty());
   // run.c's first printed piece follows BOS, so its leading space is dropped.
-  ASSERT_FALSE(run->output.empty());
-  EXPECT_NE(run->output[0], ' ');
-  EXPECT_EQ(run->output.back(), '\n');
+  ASSERT_FALSE(run.output.empty());
+  EXPECT_NE(run.output[0], ' ');
+  EXPECT_EQ(run.output.back(), '\n');
 }
 
 // The same through the command-line program: run.c's `-n 200` is `--steps 200`, or

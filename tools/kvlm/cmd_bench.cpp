@@ -5,9 +5,11 @@
 #include <cstdio>
 
 #include "bench/bench_suite.h"
+#include "bench/engine_bench.h"
 #include "bench/paged_bench.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "kvlm/engine.h"
 #include "model/random_gpt2.h"
 
 namespace kvlm::cli {
@@ -18,7 +20,9 @@ namespace {
 struct BenchFlags {
   ModelFlags model;
   bool json = false;
-  bool paged = false;  // --paged: the paged KV cache's memory figures instead
+  bool paged = false;   // --paged: the paged KV cache's memory figures instead
+  bool engine = false;  // --engine: continuous batching under load instead
+  EngineBenchOptions engine_options;
 };
 
 Result<std::unique_ptr<Model>> bench_model(const ModelFlags& flags) {
@@ -53,8 +57,30 @@ int run_paged_bench_command(const BenchFlags& flags) {
   return r->prefix_exact ? 0 : 2;
 }
 
+// --engine: many requests arriving together on the engine (src/bench/engine_bench.h).
+int run_engine_bench_command(const BenchFlags& flags) {
+  std::fprintf(stderr, "kvlm bench --engine: %s\n",
+               flags.model.model.empty()
+                   ? "making the embedded GPT-2 124M-shaped model (random weights, seed 1234)"
+                   : ("loading " + flags.model.model).c_str());
+  auto model = bench_model(flags.model);
+  if (!model) return fail(model.status());
+  auto loaded = LoadedModel::from_parts(std::shared_ptr<Model>(std::move(model.value())), nullptr);
+  if (!loaded) return fail(loaded.status());
+  EngineBenchOptions options = flags.engine_options;
+  options.threads = flags.model.threads;
+  auto r = run_engine_bench(loaded.value(), options);
+  if (!r) return fail(r.status());
+  const std::string out = flags.json ? engine_bench_json(r.value()) : engine_bench_text(r.value());
+  std::printf("%s\n", out.c_str());
+  return !options.static_baseline || r->static_identical ? 0 : 2;
+}
+
 int run_bench_command(const BenchFlags& flags) {
+  if (flags.paged && flags.engine)
+    return fail(Status::error("--paged and --engine are separate benchmarks: give one"));
   if (flags.paged) return run_paged_bench_command(flags);
+  if (flags.engine) return run_engine_bench_command(flags);
   const auto start = std::chrono::steady_clock::now();
   std::fprintf(stderr, "kvlm bench: %s\n",
                flags.model.model.empty()
@@ -95,6 +121,21 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--paged", flags->paged,
                 "Measure the paged KV cache instead: bytes held vs a contiguous cache, waste, "
                 "shared-prefix tokens saved and prefill speedup");
+  cmd->add_flag("--engine", flags->engine,
+                "Measure the engine under load instead: requests arriving together, continuous "
+                "batching, time to first token, inter-token latency, against a static batch");
+  EngineBenchOptions& e = flags->engine_options;
+  cmd->add_option("--requests", e.n_requests, "With --engine: requests (default 64)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--new-tokens", e.new_tokens, "With --engine: new tokens each (default 64)")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--min-prompt", e.min_prompt, "With --engine: shortest prompt (default 16)")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--max-prompt", e.max_prompt, "With --engine: longest prompt (default 512)")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--max-seqs", e.max_running,
+                  "With --engine: sequences running at once (default 16)")
+      ->check(CLI::Range(1, 4096));
   cmd->callback([flags, exit_code] { *exit_code = run_bench_command(*flags); });
 }
 

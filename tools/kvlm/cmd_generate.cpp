@@ -1,6 +1,7 @@
-// kvlm generate: text or token-id prompts in, new tokens out. Prefill + decode over the KV
-// cache (or --no-cache), the sampling chain of src/generate/sampler.h, stopping on end-of-text,
-// --stop strings or --max-new, text streamed as it is generated when there is one prompt.
+// kvlm generate: text or token-id prompts in, new tokens out. A thin client of the engine
+// (include/kvlm/engine.h): each prompt is a request, all running at once; the generation
+// policy (BOS, end ids, sampling, stops, logprobs, run.c's conventions) is the library's.
+// --no-cache runs the engine's uncached baseline. One text prompt streams its new text.
 #include <unistd.h>
 
 #include <cmath>
@@ -10,11 +11,8 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "generate/generate.h"
-#include "generate/sampler.h"
-#include "generate/sampler_logprobs.h"
-#include "generate/text_stream.h"
+#include "kvlm/engine.h"
 #include "paged_flags.h"
-#include "tokenizer/llama2c_tokenizer.h"
 
 namespace kvlm::cli {
 
@@ -37,20 +35,8 @@ struct GenerateFlags {
   PagedFlags paged;
 };
 
-// One sequence's bookkeeping while it generates.
-struct SequenceState {
-  std::vector<int32_t> prompt;
-  std::vector<int32_t> generated;
-  std::optional<TextStream> text;
-  std::string final_text;  // the whole new text (llama2.c: what run.c prints, prompt included)
-  std::string finish_reason = "length";
-  std::vector<LogprobInfo> logprobs;
-  Rng rng{0};
-};
-
-Result<std::vector<std::vector<int32_t>>> encode_prompts(const GenerateFlags& flags,
-                                                         const Tokenizer* tokenizer,
-                                                         const ModelConfig& config) {
+Result<std::vector<std::vector<int32_t>>> parse_prompts(const GenerateFlags& flags,
+                                                        const LoadedModel& model) {
   std::vector<std::vector<int32_t>> prompts;
   for (const std::string& text : flags.ids) {
     auto ids = parse_id_list(text, "--ids");
@@ -58,49 +44,16 @@ Result<std::vector<std::vector<int32_t>>> encode_prompts(const GenerateFlags& fl
     prompts.push_back(ids.value());
   }
   for (const std::string& text : flags.prompts) {
-    if (tokenizer == nullptr)
+    if (model.tokenizer() == nullptr)
       return Status::error(
           "--prompt needs a tokenizer: the model folder has none, so pass "
           "--tokenizer PATH (or give token ids with --ids)");
-    std::vector<int32_t> ids;
-    if (auto* llama2c = dynamic_cast<const Llama2cTokenizer*>(tokenizer)) {
-      ids = llama2c->encode(text, /*bos=*/true, /*eos=*/false);  // as run.c: BOS first
-    } else {
-      ids = tokenizer->encode(text, flags.special);
-      // Tokenizers whose post-processor puts BOS first (Hugging Face Llama files) get it here,
-      // as transformers' tokenizer(text) does.
-      if (tokenizer->add_bos() && tokenizer->bos_id())
-        ids.insert(ids.begin(), *tokenizer->bos_id());
-      // An empty prompt starts from the beginning-of-text token (GPT-2: <|endoftext|>), as
-      // OpenAI's unconditional samples do.
-      if (ids.empty() && config.bos_token_id >= 0) ids.push_back(config.bos_token_id);
-    }
-    prompts.push_back(std::move(ids));
+    auto ids = model.encode_prompt(text, flags.special);
+    if (!ids) return ids.status();
+    prompts.push_back(std::move(ids.value()));
   }
   if (prompts.empty()) return Status::error("give at least one prompt with --prompt or --ids");
   return prompts;
-}
-
-Result<std::unique_ptr<Tokenizer>> resolve_tokenizer(const GenerateFlags& flags,
-                                                     const ModelConfig& config) {
-  std::unique_ptr<Tokenizer> tokenizer;
-  if (!flags.tokenizer.empty()) {
-    auto loaded = load_tokenizer(flags.tokenizer);
-    if (!loaded) return loaded.status();
-    tokenizer = std::move(loaded.value());
-  } else {
-    auto loaded = load_tokenizer(flags.model.model);  // the model folder's own files, if any
-    if (loaded) {
-      tokenizer = std::move(loaded.value());
-    } else if (!flags.prompts.empty()) {
-      return Status::error(loaded.message() + " (pass --tokenizer PATH)");
-    }
-  }
-  if (tokenizer && tokenizer->vocab_size() > config.n_vocab)
-    return Status::error(tokenizer->source() + ": the tokenizer has " +
-                         std::to_string(tokenizer->vocab_size()) + " tokens but the model only " +
-                         std::to_string(config.n_vocab));
-  return tokenizer;
 }
 
 void print_progress(int done, int total) {
@@ -110,13 +63,13 @@ void print_progress(int done, int total) {
   if (done == total) std::fputc('\n', stderr);
 }
 
-nlohmann::ordered_json sequence_json(const SequenceState& s, bool with_text) {
-  nlohmann::ordered_json j = {{"prompt_ids", s.prompt}, {"ids", s.generated}};
-  if (with_text) j["text"] = s.final_text;
-  j["finish_reason"] = s.finish_reason;
-  if (!s.logprobs.empty()) {
+nlohmann::ordered_json completion_json(const Completion& c, const std::string* text) {
+  nlohmann::ordered_json j = {{"prompt_ids", c.prompt_ids}, {"ids", c.ids}};
+  if (text) j["text"] = *text;
+  j["finish_reason"] = finish_reason_name(c.finish);
+  if (!c.logprobs.empty()) {
     auto& list = j["logprobs"] = nlohmann::json::array();
-    for (const LogprobInfo& info : s.logprobs) {
+    for (const LogprobInfo& info : c.logprobs) {
       nlohmann::ordered_json top = nlohmann::json::array();
       for (const TokenLogprob& t : info.top) top.push_back({{"id", t.id}, {"logprob", t.logprob}});
       list.push_back({{"id", info.chosen.id}, {"logprob", info.chosen.logprob}, {"top", top}});
@@ -125,162 +78,152 @@ nlohmann::ordered_json sequence_json(const SequenceState& s, bool with_text) {
   return j;
 }
 
+// --steps is run.c's -n: run.c runs `steps` forward passes (positions 0..steps-1) and prints the
+// token chosen at the last one, so a prompt of P tokens (BOS included) gets steps - P + 1.
+Result<int> new_tokens_wanted(const GenerateFlags& flags,
+                              const std::vector<std::vector<int32_t>>& prompts) {
+  if (flags.steps == 0) return flags.max_new;
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  if (flags.steps < 0 || static_cast<size_t>(flags.steps) < longest)
+    return Status::error("--steps " + std::to_string(flags.steps) +
+                         " is shorter than the prompt (" + std::to_string(longest) + " tokens)");
+  return flags.steps - static_cast<int>(longest) + 1;
+}
+
+// The engine sized as the static batch was: every prompt running at once, the cache holding
+// each one's whole run, or the paged flags' arena.
+EngineOptions engine_options(const GenerateFlags& flags, const PagedGenerateOptions* paged,
+                             const std::vector<std::vector<int32_t>>& prompts, int max_new) {
+  EngineOptions options;
+  options.max_running = static_cast<int>(prompts.size());
+  options.threads = flags.model.threads;
+  options.recompute_every_step = flags.no_cache;
+  options.block_size = paged ? paged->block_size : 16;
+  options.prefix_caching = paged ? paged->share_prefixes : true;
+  options.kv_memory_bytes = paged ? paged->kv_memory_bytes : 0;
+  if (options.kv_memory_bytes == 0)
+    for (const auto& p : prompts) {
+      const int64_t run = static_cast<int64_t>(p.size()) + max_new - 1;
+      options.kv_tokens += (run + options.block_size - 1) / options.block_size * options.block_size;
+    }
+  return options;
+}
+
+void print_json(const GenerateFlags& flags, const std::vector<Completion>& done,
+                const std::vector<std::string>* texts, const EngineStats& st) {
+  nlohmann::ordered_json out;
+  out["sequences"] = nlohmann::json::array();
+  for (size_t i = 0; i < done.size(); ++i)
+    out["sequences"].push_back(completion_json(done[i], texts ? &(*texts)[i] : nullptr));
+  const int64_t n_seq = static_cast<int64_t>(done.size());
+  out["stats"] = {{"cached", !flags.no_cache},
+                  {"prompt_tokens", st.prompt_tokens},
+                  {"generated_tokens", st.generated_tokens},
+                  {"rows_computed", st.rows_computed},
+                  {"prefill_seconds", st.prefill_seconds},
+                  {"decode_seconds", st.decode_seconds},
+                  {"prefill_tokens_per_second",
+                   st.prefill_seconds > 0 ? st.prompt_tokens / st.prefill_seconds : 0.0},
+                  {"decode_tokens_per_second",
+                   st.decode_seconds > 0 ? (st.generated_tokens - n_seq) / st.decode_seconds : 0.0},
+                  {"kv_cache_bytes", flags.no_cache ? 0 : static_cast<int64_t>(st.kv_bytes_peak)},
+                  {"prompt_tokens_cached", st.prefix_hits}};
+  // Text cut mid-character (a stop at --max-new inside a multi-byte token) is not valid
+  // UTF-8, which JSON cannot carry: such bytes become U+FFFD here; "ids" stay exact.
+  std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+}
+
+std::vector<Request> make_requests(const GenerateFlags& flags,
+                                   const std::vector<std::vector<int32_t>>& prompts, int max_new) {
+  std::vector<Request> requests;
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    Request r;
+    r.prompt_ids = prompts[s];
+    r.max_new_tokens = max_new;
+    r.sampling = flags.sampling;
+    r.seed_index = s;  // prompt s draws from its own stream
+    r.stop = flags.stops;
+    r.ignore_eos = flags.ignore_eos;
+    r.logprobs = flags.logprobs;
+    requests.push_back(std::move(r));
+  }
+  return requests;
+}
+
 int run_generate(const GenerateFlags& flags) {
   KVLM_CLI_RETURN_IF_ERROR(flags.sampling.validate());
   if (flags.logprobs < 0 || flags.logprobs > 20)
     return fail(Status::error("--logprobs must be between 0 and 20, found " +
                               std::to_string(flags.logprobs)));
-  auto model = load_model_from_flags(flags.model);
-  if (!model) return fail(model.status());
-  const ModelConfig& config = model.value()->config();
-  auto tokenizer = resolve_tokenizer(flags, config);
-  if (!tokenizer) return fail(tokenizer.status());
-  const Tokenizer* tok = tokenizer.value().get();
-  if (!flags.stops.empty() && tok == nullptr)
-    return fail(Status::error("--stop needs a tokenizer to decode text (pass --tokenizer PATH)"));
-  auto prompts = encode_prompts(flags, tok, config);
-  if (!prompts) return fail(prompts.status());
-  auto chain = SamplerChain::from_params(flags.sampling);
-  if (!chain) return fail(chain.status());
   auto paged = paged_options_from_flags(flags.paged);
   if (!paged) return fail(paged.status());
-
+  auto model = LoadedModel::load({flags.model.model, flags.tokenizer, flags.model.weights});
+  if (!model) return fail(model.status());
+  const LoadedModel& lm = *model.value();
+  if (!flags.stops.empty() && lm.tokenizer() == nullptr)
+    return fail(Status::error("--stop needs a tokenizer to decode text (pass --tokenizer PATH)"));
+  auto prompts = parse_prompts(flags, lm);
+  if (!prompts) return fail(prompts.status());
+  auto max_new = new_tokens_wanted(flags, prompts.value());
+  if (!max_new) return fail(max_new.status());
+  KVLM_CLI_RETURN_IF_ERROR(validate_request(lm.model(), prompts.value(), max_new.value()));
   const int n_seq = static_cast<int>(prompts->size());
-  int max_new = flags.max_new;
-  if (flags.steps > 0) {
-    // run.c runs `steps` forward passes (positions 0..steps-1) and prints the token chosen at
-    // the last one, so a prompt of P tokens (BOS included) gets steps - P + 1 new tokens.
-    size_t longest = 0;
-    for (const auto& p : prompts.value()) longest = std::max(longest, p.size());
-    if (static_cast<size_t>(flags.steps) < longest)
-      return fail(Status::error("--steps " + std::to_string(flags.steps) +
-                                " is shorter than the prompt (" + std::to_string(longest) +
-                                " tokens)"));
-    max_new = flags.steps - static_cast<int>(longest) + 1;
-  }
-  const auto* llama2c = dynamic_cast<const Llama2cTokenizer*>(tok);
-  // run.c's convention for llama2.c models: the model producing BOS ends the text.
-  int32_t stop_id = llama2c ? Llama2cTokenizer::kBos : config.eos_token_id;
-  if (flags.ignore_eos) stop_id = -1;
-  const bool stream = n_seq == 1 && !flags.json && tok != nullptr && llama2c == nullptr;
+  const PagedGenerateOptions* paged_options = paged->has_value() ? &paged->value() : nullptr;
+  auto engine = Engine::create(
+      model.value(), engine_options(flags, paged_options, prompts.value(), max_new.value()));
+  if (!engine) return fail(engine.status());
+
+  // One text prompt streams its new text as it comes (run.c's output is printed whole).
+  const bool stream = n_seq == 1 && !flags.json && lm.tokenizer() && !lm.run_c_conventions();
   const bool progress = !stream && isatty(STDERR_FILENO) && !flags.json;
-  std::vector<SequenceState> seqs(n_seq);
-  for (int s = 0; s < n_seq; ++s) {
-    seqs[s].prompt = (*prompts)[s];
-    seqs[s].rng = Rng(sequence_seed(flags.sampling.seed, s));
-    if (tok) {
-      auto text = TextStream::create(*tok, flags.stops);
-      if (!text) return fail(text.status());
-      seqs[s].text.emplace(std::move(text.value()));
-    }
-  }
-
-  Status failure;
+  const int total = n_seq * max_new.value();
   int tokens_done = 0;
-  GenerateOptions options;
-  options.max_new_tokens = max_new;
-  options.use_cache = !flags.no_cache;
-  options.paged = paged.value();
-  options.select = [&](int s, std::span<const float> logits) -> int32_t {
-    SequenceState& seq = seqs[s];
-    auto next = chain->sample(logits, {seq.prompt, seq.generated}, seq.rng);
-    if (!next) {
-      if (failure.is_ok()) failure = next.status();
-      return 0;
-    }
-    if (flags.logprobs > 0) {
-      auto info = token_logprobs(logits, next.value(), flags.logprobs);
-      if (info) seq.logprobs.push_back(info.value());
-    }
-    return next.value();
-  };
-  options.on_token = [&](int s, int32_t token) {
-    SequenceState& seq = seqs[s];
-    seq.generated.push_back(token);
-    if (progress) print_progress(++tokens_done, n_seq * max_new);
-    if (!failure.is_ok()) return true;
-    if (token == stop_id) {
-      seq.finish_reason = "eos";
-      if (llama2c) seq.generated.pop_back();  // run.c neither prints nor keeps that BOS
-      return true;
-    }
-    if (!seq.text || llama2c) return false;
-    auto step = seq.text->push(token);
-    if (!step) {
-      failure = step.status();
-      return true;
-    }
-    if (stream && !step->emit.empty()) {
-      std::fwrite(step->emit.data(), 1, step->emit.size(), stdout);
-      std::fflush(stdout);
-    }
-    if (step->stopped) seq.finish_reason = "stop";
-    return step->stopped;
-  };
-  auto result =
-      generate(*model.value(), prompts.value(), options, parallel_from_flags(flags.model));
-  if (!result) return fail(result.status());
-  if (!failure.is_ok()) return fail(failure);
-  if (progress && tokens_done < n_seq * max_new) std::fputc('\n', stderr);
+  auto done = run_to_completion(*engine.value(), make_requests(flags, *prompts, *max_new),
+                                [&](const Event& event) {
+                                  if (progress && event.token >= 0)
+                                    print_progress(++tokens_done, total);
+                                  if (stream && !event.text.empty()) {
+                                    std::fwrite(event.text.data(), 1, event.text.size(), stdout);
+                                    std::fflush(stdout);
+                                  }
+                                });
+  if (!done) return fail(done.status());
+  if (progress && tokens_done < total) std::fputc('\n', stderr);
 
-  for (SequenceState& seq : seqs) {
-    if (!seq.text) continue;
-    if (llama2c) {  // run.c prints the prompt and the new text together, then "\n"
-      std::vector<int32_t> all = seq.prompt;
-      all.insert(all.end(), seq.generated.begin(), seq.generated.end());
-      auto out = llama2c->run_c_output(all);
-      if (!out) return fail(out.status());
-      seq.final_text = std::move(out.value());
-      if (!flags.json) std::fwrite(seq.final_text.data(), 1, seq.final_text.size(), stdout);
-      continue;
-    }
-    const std::string rest = seq.text->finish();
-    if (stream) std::fwrite(rest.data(), 1, rest.size(), stdout);
-    seq.final_text = seq.text->text();
+  std::vector<std::string> texts;
+  for (const Completion& c : done.value()) {
+    auto text = lm.display_text(c);
+    if (!text) return fail(text.status());
+    texts.push_back(std::move(text.value()));
   }
-  const GenerateStats& st = result->stats;
+  const EngineStats st = engine.value()->stats();
   if (flags.json) {
-    nlohmann::ordered_json out;
-    out["sequences"] = nlohmann::json::array();
-    for (const SequenceState& seq : seqs)
-      out["sequences"].push_back(sequence_json(seq, tok != nullptr));
-    out["stats"] = {
-        {"cached", options.use_cache},
-        {"prompt_tokens", st.prompt_tokens},
-        {"generated_tokens", st.generated_tokens},
-        {"rows_computed", st.rows_computed},
-        {"prefill_seconds", st.prefill_seconds},
-        {"decode_seconds", st.decode_seconds},
-        {"prefill_tokens_per_second",
-         st.prefill_seconds > 0 ? st.prompt_tokens / st.prefill_seconds : 0.0},
-        {"decode_tokens_per_second",
-         st.decode_seconds > 0 ? (st.generated_tokens - n_seq) / st.decode_seconds : 0.0},
-        {"kv_cache_bytes", st.kv_bytes_allocated},
-        {"prompt_tokens_cached", st.prompt_tokens_cached}};
-    // Text cut mid-character (a stop at --max-new inside a multi-byte token) is not valid
-    // UTF-8, which JSON cannot carry: such bytes become U+FFFD here; "ids" stay exact.
-    std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    print_json(flags, done.value(), lm.tokenizer() ? &texts : nullptr, st);
     return 0;
   }
   if (stream) {
     std::fputc('\n', stdout);
-  } else if (!llama2c) {
-    for (const SequenceState& seq : seqs) {
-      if (seq.text)
-        std::printf("%s\n", seq.final_text.c_str());
+  } else {
+    for (size_t i = 0; i < texts.size(); ++i) {
+      if (lm.run_c_conventions())
+        std::fwrite(texts[i].data(), 1, texts[i].size(), stdout);  // run.c's "\n" included
+      else if (lm.tokenizer())
+        std::printf("%s\n", texts[i].c_str());
       else
-        std::printf("%s\n", join_ids(seq.generated, " ").c_str());
+        std::printf("%s\n", join_ids(done.value()[i].ids, " ").c_str());
     }
   }
   std::fflush(stdout);
-  std::fprintf(
-      stderr,
-      "prompt tokens %lld, generated %lld, prefill %.1f tok/s, decode %.1f tok/s, KV "
-      "cache %lld bytes%s\n",
-      static_cast<long long>(st.prompt_tokens), static_cast<long long>(st.generated_tokens),
-      st.prefill_seconds > 0 ? st.prompt_tokens / st.prefill_seconds : 0.0,
-      st.decode_seconds > 0 ? (st.generated_tokens - n_seq) / st.decode_seconds : 0.0,
-      static_cast<long long>(st.kv_bytes_allocated), options.use_cache ? "" : " (uncached)");
+  std::fprintf(stderr,
+               "prompt tokens %lld, generated %lld, prefill %.1f tok/s, decode %.1f tok/s, KV "
+               "cache %lld bytes%s\n",
+               static_cast<long long>(st.prompt_tokens),
+               static_cast<long long>(st.generated_tokens),
+               st.prefill_seconds > 0 ? st.prompt_tokens / st.prefill_seconds : 0.0,
+               st.decode_seconds > 0 ? (st.generated_tokens - n_seq) / st.decode_seconds : 0.0,
+               flags.no_cache ? 0LL : static_cast<long long>(st.kv_bytes_peak),
+               flags.no_cache ? " (uncached)" : "");
   return 0;
 }
 
