@@ -9,7 +9,7 @@ namespace kvlm::cli {
 void add_paged_flags(CLI::App* cmd, PagedFlags* flags) {
   cmd->add_option("--kv-memory", flags->kv_memory,
                   "Use the paged KV cache with an arena of this many bytes (e.g. 64MiB, 1GB); "
-                  "running out is an error naming the need");
+                  "when it runs out, the latest sequence waits and is recomputed later");
   cmd->add_option("--block-size", flags->block_size,
                   "Positions per block of the paged KV cache (default 16; implies paging)");
   cmd->add_flag("--no-prefix-sharing", flags->no_prefix_sharing,
