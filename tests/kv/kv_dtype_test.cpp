@@ -158,9 +158,10 @@ TEST(KvFormat, CachesStoreRowsAsTheirDtype) {
     ContiguousKvCache contiguous(n_layer, kv_dim, {T}, storage);
     auto paged = PagedKvCache::create(n_layer, kv_dim, {4, 0, 16, storage});
     ASSERT_TRUE(paged.is_ok()) << paged.message();
+    ASSERT_TRUE(paged.value()->reserve(0, T).is_ok());  // the caller reserves; the model checks
     for (KvCache* cache :
          {static_cast<KvCache*>(&contiguous), static_cast<KvCache*>(paged->get())}) {
-      ASSERT_TRUE(cache->reserve(0, T).is_ok());
+      ASSERT_TRUE(cache->check_reserved(0, T).is_ok());
       for (int l = 0; l < n_layer; ++l)
         for (int p = 0; p < T; ++p) cache->write_row(0, l, p, row(0, l, p), row(1, l, p));
       for (int l = 0; l < n_layer; ++l) {
