@@ -19,7 +19,7 @@ class RecordingCache final : public KvCache {
         k_max_(static_cast<size_t>(c.n_layer) * c.n_kv_head, 0.0f),
         v_max_(k_max_.size(), 0.0f) {}
 
-  Status reserve(int seq, int n) override { return inner_.reserve(seq, n); }
+  Status check_reserved(int seq, int n) const override { return inner_.check_reserved(seq, n); }
   void write_row(int seq, int layer, int pos, const float* k, const float* v) override {
     for (int g = 0; g < n_kv_head_; ++g)
       for (int d = 0; d < head_dim_; ++d) {
