@@ -9,6 +9,7 @@
 #include "generate/generate.h"
 #include "kv/paged_kv_cache.h"
 #include "model/random_gpt2.h"
+#include "util/splitmix64.h"
 
 namespace kvlm {
 
@@ -17,12 +18,7 @@ namespace {
 // splitmix64: a small explicit RNG, so the workload depends only on the seed.
 struct Draw {
   uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  uint64_t next() { return splitmix64_next(&state); }
   int uniform(int lo, int hi) { return lo + static_cast<int>(next() % (hi - lo + 1)); }  // [lo, hi]
   std::vector<int32_t> tokens(int n, int n_vocab) {
     std::vector<int32_t> t(n);

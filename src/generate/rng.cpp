@@ -4,31 +4,18 @@ namespace kvlm {
 
 namespace {
 
-constexpr uint64_t kGoldenGamma = 0x9e3779b97f4a7c15ULL;
-
 uint64_t rotl(uint64_t x, int k) {
   return (x << k) | (x >> (64 - k));
 }
 
-// splitmix64's output function: a bijection on 64-bit words that mixes every input bit.
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 }  // namespace
-
-uint64_t splitmix64_next(uint64_t* state) {
-  *state += kGoldenGamma;
-  return mix64(*state);
-}
 
 uint64_t sequence_seed(uint64_t request_seed, size_t sequence_index) {
   // Index -> mix64(index * gamma + gamma) is a bijection (gamma is odd), and so is xoring the
   // request seed and mixing again: distinct indices of one request never share a stream.
-  const uint64_t index_word = mix64((static_cast<uint64_t>(sequence_index) + 1) * kGoldenGamma);
-  return mix64(request_seed ^ index_word);
+  const uint64_t index_word =
+      splitmix64_mix((static_cast<uint64_t>(sequence_index) + 1) * kSplitmixGamma);
+  return splitmix64_mix(request_seed ^ index_word);
 }
 
 Rng::Rng(uint64_t seed) {

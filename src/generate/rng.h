@@ -9,11 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace kvlm {
+#include "util/splitmix64.h"
 
-// One step of splitmix64: advances *state and returns the next output. Used to expand a
-// 64-bit seed into xoshiro's 256-bit state and to derive per-sequence seeds.
-uint64_t splitmix64_next(uint64_t* state);
+namespace kvlm {
 
 // The seed of sequence `sequence_index` of a request seeded with `request_seed`. For a fixed
 // request seed, distinct indices give distinct seeds (the map is a bijection of the index).

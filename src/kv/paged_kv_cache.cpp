@@ -6,19 +6,13 @@
 #include <string>
 #include <unordered_set>
 
+#include "util/splitmix64.h"
+
 namespace kvlm {
 
 namespace {
 
 constexpr BlockHash kRootHash = 0xcbf29ce484222325ull;  // the "parent" of a prompt's first block
-
-uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 int div_up(int64_t a, int b) {
   return static_cast<int>((a + b - 1) / b);
@@ -150,7 +144,8 @@ Status PagedKvCache::reserve(int seq, int n_positions) {
 Status PagedKvCache::check_reserved(int seq, int n_positions) const {
   if (length(seq) < n_positions)
     return Status::error("KV cache: sequence " + std::to_string(seq) + " has " +
-                         std::to_string(length(seq)) + " positions reserved, the step writes up to " +
+                         std::to_string(length(seq)) +
+                         " positions reserved, the step writes up to " +
                          std::to_string(n_positions) + " (reserve before the forward pass)");
   return Status::ok();
 }
@@ -179,8 +174,9 @@ Status PagedKvCache::reserve_all(std::span<const PositionsRequest> requests) {
 }
 
 BlockHash PagedKvCache::hash_block(BlockHash parent, std::span<const int32_t> tokens) const {
-  uint64_t h = mix64(parent ^ 0x9e3779b97f4a7c15ull);
-  for (int32_t t : tokens) h = mix64(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(t)) + 1));
+  uint64_t h = splitmix64_mix(parent ^ kSplitmixGamma);
+  for (int32_t t : tokens)
+    h = splitmix64_mix(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(t)) + 1));
   return h;
 }
 

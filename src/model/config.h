@@ -1,5 +1,5 @@
 // ModelConfig: a model's hyperparameters in one vocabulary of dimensions, shared by every
-// architecture (GPT-2 now, the Llama family next). Parsed from a Hugging Face config.json and
+// architecture (GPT-2 and the Llama family). Parsed from a Hugging Face config.json and
 // validated before anything is sized from it.
 #pragma once
 

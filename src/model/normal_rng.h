@@ -5,17 +5,14 @@
 #include <cmath>
 #include <cstdint>
 
+#include "util/splitmix64.h"
+
 namespace kvlm {
 
 class NormalRng {
  public:
   explicit NormalRng(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  uint64_t next() { return splitmix64_next(&state_); }
   double uniform() { return ((next() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
   float normal(float stddev) {
     const double u1 = uniform(), u2 = uniform();

@@ -9,7 +9,8 @@ namespace kvlm {
 enum class MatmulPath {
   kAuto,       // what matmul_forward does: chosen from the row count
   kRowStream,  // kInOut: streams weight rows once, accumulators in L1 (decode, few rows)
-  kTiled,      // kInOut: register tiles of rows x columns over the whole reduction (prefill)
+  kTiled,      // kInOut: cache-sized blocks of packed rows and weight panels, register tiles
+               // whose fma chains continue from one reduction block to the next (prefill)
 };
 
 // matmul_forward with the kInOut variant forced (kOutIn has one variant and ignores `path`).
