@@ -128,6 +128,7 @@ ApiResult<Prepared> prepare(const GenerationContext& ctx, const HttpRequest& htt
       // is sent alone or in a list.
       r.seed_index = static_cast<uint64_t>(j);
       r.stop = p.stop;
+      r.ignore_eos = p.ignore_eos;
       if (chat) {
         r.stop_ids = ctx.chat_stop_ids;
         r.stop.insert(r.stop.end(), ctx.chat_stop_text.begin(), ctx.chat_stop_text.end());

@@ -126,6 +126,7 @@ std::optional<ApiError> read_common(const Json& doc, GenerationParams* p) {
     }
   }
   KVLM_API_CHECK(read_bool(doc, "stream", &p->stream));
+  KVLM_API_CHECK(read_bool(doc, "ignore_eos", &p->ignore_eos));
   if (doc.contains("stream_options") && !doc["stream_options"].is_null()) {
     const Json& so = doc["stream_options"];
     if (!so.is_object()) return wrong("stream_options", "an object", so);

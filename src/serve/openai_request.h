@@ -35,6 +35,7 @@ struct GenerationParams {
   int logprobs = -1;
   int n = 1;  // choices per prompt
   bool echo = false;
+  bool ignore_eos = false;  // vLLM's extension: the model's end ids do not stop it
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
 };

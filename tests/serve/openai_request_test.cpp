@@ -59,7 +59,7 @@ TEST(OpenAiRequest, EveryField) {
       R"({"prompt":"x","max_tokens":5,"temperature":0,"top_p":0.5,"top_k":40,"min_p":0.1,
           "seed":-3,"stop":["a","bc"],"presence_penalty":1.5,"frequency_penalty":-2,
           "repetition_penalty":1.1,"logprobs":20,"n":3,"echo":true,"stream":true,
-          "stream_options":{"include_usage":true},"user":"ignored"})");
+          "stream_options":{"include_usage":true},"ignore_eos":true,"user":"ignored"})");
   EXPECT_EQ(p.max_tokens, 5);
   EXPECT_EQ(p.sampling.temperature, 0.0f);
   EXPECT_EQ(p.sampling.top_p, 0.5f);
@@ -76,6 +76,7 @@ TEST(OpenAiRequest, EveryField) {
   EXPECT_TRUE(p.echo);
   EXPECT_TRUE(p.stream);
   EXPECT_TRUE(p.include_usage);
+  EXPECT_TRUE(p.ignore_eos);
   EXPECT_EQ(completion(R"({"prompt":"x","stop":"end"})").stop, std::vector<std::string>{"end"});
   EXPECT_EQ(completion(R"({"prompt":"x","top_k":-1})").sampling.top_k, 0);  // vLLM's "off"
   EXPECT_EQ(completion(R"({"prompt":"x","max_tokens":null})").max_tokens, 16);

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   kvlm::cli::add_detokenize_command(app, &exit_code);
   kvlm::cli::add_bench_command(app, &exit_code);
   kvlm::cli::add_perplexity_command(app, &exit_code);
+  kvlm::cli::add_serve_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

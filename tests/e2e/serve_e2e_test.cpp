@@ -1,0 +1,107 @@
+// kvlm serve end to end, driven by the official openai npm client (tests/e2e/serve_e2e.mjs).
+// This test writes the two small random models the script serves (a GPT-2 with a byte-level
+// tokenizer and no chat template; a Llama with a SentencePiece-style tokenizer.json and a
+// Llama 2 chat template in tokenizer_config.json), installs the client from the committed
+// package-lock.json with `npm ci` into the build folder (once), and runs the script, which
+// starts `kvlm serve` on free 127.0.0.1 ports and kills every server it started, pass or fail.
+// Skips, saying why, without node >= 20 or when npm cannot install the client.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model/llama_random.h"
+#include "model/random_gpt2.h"
+#include "support/test_support.h"
+#include "tokenizer/byte_unicode.h"
+#include "tokenizer/sentencepiece_test_data.h"
+
+namespace kvlm {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Runs a shell command, returning its exit code and its output (stdout and stderr together).
+int run(const std::string& command, std::string* output) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) output->append(buf, n);
+  const int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// A GPT-2 whose vocabulary is the 256 bytes plus <|endoftext|> (id 256), no merges: every text
+// encodes, byte by byte. 1024 positions, so a stream can run long enough to be interrupted.
+void write_gpt2(const std::string& dir) {
+  ModelConfig c = test::tiny_gpt2_config();
+  c.n_vocab = 257;
+  c.n_ctx = 1024;
+  c.n_embd = 64;
+  c.eos_token_id = 256;
+  c.bos_token_id = 256;
+  ASSERT_TRUE(write_random_gpt2(dir, c, RandomGpt2Options{}).is_ok());
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) {
+    vocab[bytes_to_byte_level(std::string(1, static_cast<char>(b)))] = b;
+  }
+  vocab["<|endoftext|>"] = 256;
+  test::write_text(dir + "/vocab.json", vocab.dump());
+  test::write_text(dir + "/merges.txt", "#version: 0.2\n");
+}
+
+// A Llama with tests/tokenizer's Llama-2-style tokenizer.json and a Llama 2 chat template.
+void write_llama(const std::string& dir) {
+  LlamaConfig lc = tiny_llama_config();
+  lc.model.n_vocab = 288;  // the tokenizer's 279 tokens and a few it never produces
+  lc.model.n_ctx = 512;
+  const LlamaHostWeights w = random_llama_weights(lc, 5);
+  ASSERT_TRUE(write_llama_hf(dir, w, HfWriteOptions{}).is_ok());
+  test::write_text(dir + "/tokenizer.json", sp_test::tokenizer_json());
+  const nlohmann::json config = {
+      {"bos_token", "<s>"},
+      {"eos_token", "</s>"},
+      {"chat_template",
+       "{% for message in messages %}{% if message['role'] == 'system' %}{{ '<<SYS>>\\n' + "
+       "message['content'] + '\\n<</SYS>>\\n\\n' }}{% elif message['role'] == 'user' %}{{ "
+       "bos_token + '[INST] ' + message['content'] + ' [/INST]' }}{% endif %}{% endfor %}"}};
+  test::write_text(dir + "/tokenizer_config.json", config.dump());
+}
+
+TEST(ServeE2e, OpenAiClient) {
+  std::string version;
+  if (run("node -p 'process.versions.node.split(\".\")[0]'", &version) != 0 ||
+      std::atoi(version.c_str()) < 20) {
+    GTEST_SKIP() << "node >= 20 is needed for the kvlm serve end-to-end tests (found: "
+                 << (version.empty() ? "no node" : version) << ")";
+  }
+  // The client is installed beside the test binary, from the committed lock file.
+  const fs::path source = fs::path(test::source_dir()) / "tests" / "e2e";
+  const fs::path work = fs::path(KVLM_BINARY).parent_path() / "e2e";
+  fs::create_directories(work);
+  for (const char* name : {"package.json", "package-lock.json", "serve_e2e.mjs"}) {
+    fs::copy_file(source / name, work / name, fs::copy_options::overwrite_existing);
+  }
+  if (!fs::exists(work / "node_modules" / "openai" / "package.json")) {
+    std::string npm;
+    if (run("cd '" + work.string() + "' && npm ci --no-audit --no-fund", &npm) != 0) {
+      GTEST_SKIP() << "npm ci could not install the openai client (no registry?):\n" << npm;
+    }
+  }
+  test::TempDir gpt2, llama;
+  write_gpt2(gpt2.path());
+  write_llama(llama.path());
+  std::string output;
+  const int code =
+      run("cd '" + work.string() + "' && node serve_e2e.mjs --kvlm '" + std::string(KVLM_BINARY) +
+              "' --gpt2 '" + gpt2.path() + "' --llama '" + llama.path() + "'",
+          &output);
+  std::printf("%s", output.c_str());
+  EXPECT_EQ(code, 0) << "serve_e2e.mjs failed (its output is above)";
+}
+
+}  // namespace
+}  // namespace kvlm
