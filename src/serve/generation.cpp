@@ -144,8 +144,9 @@ ApiResult<Prepared> prepare(const GenerationContext& ctx, const HttpRequest& htt
 // Gathers one API call's events into its choices, and times it for the log line.
 class Collector {
  public:
-  Collector(const Prepared& prep, const Submission& sub)
-      : ids_(sub.ids), choices_(sub.ids.size()), start_(Clock::now()) {
+  // `start`: when the requests were submitted (time to first token counts from there).
+  Collector(const Prepared& prep, const Submission& sub, Clock::time_point start)
+      : ids_(sub.ids), choices_(sub.ids.size()), start_(start) {
     const int n = prep.params.n;
     for (size_t i = 0; i < choices_.size(); ++i) {
       if (prep.params.echo) {
@@ -204,7 +205,8 @@ class Collector {
     std::string finish;
     for (const ChoiceOutput& c : choices_) {
       const char* name = openai_finish_reason(c.finish);
-      finish += (finish.empty() ? "" : ",") + std::string(name ? name : "none");
+      if (!finish.empty()) finish += ',';
+      finish += name ? name : "none";
     }
     char buf[256];
     std::snprintf(buf, sizeof buf,
@@ -244,10 +246,11 @@ struct StreamJob {
   Submission sub;
   ResponseMeta meta;
   bool chat = false;
+  Clock::time_point submitted;
 };
 
 void run_stream(const StreamJob& job, ChunkWriter& out) {
-  Collector collector(job.prep, job.sub);
+  Collector collector(job.prep, job.sub, job.submitted);
   const TokenText token_text = token_text_of(job.ctx.model);
   const int top_n = job.prep.params.logprobs;
   const size_t n_choices = job.sub.ids.size();
@@ -275,7 +278,9 @@ void run_stream(const StreamJob& job, ChunkWriter& out) {
       const size_t offset = collector.choice(i).text.size();
       collector.add(event);
       const LogprobInfo* lp = event.logprobs ? &*event.logprobs : nullptr;
-      if (!event.text.empty() || (lp != nullptr && top_n >= 0)) {
+      // One chunk per token, even when the token completes no character yet (its text is
+      // ""): clients count tokens and time them by chunks.
+      if (event.token >= 0 || !event.text.empty()) {
         send(job.chat ? chat_chunk(job.meta, i, "", event.text, lp, top_n, FinishReason::kNone,
                                    token_text)
                       : completion_chunk(job.meta, i, event.text, lp, top_n, offset,
@@ -328,6 +333,7 @@ HttpResponse handle_generation(const GenerationContext& ctx, const HttpRequest& 
   ApiResult<Prepared> prepared = prepare(ctx, request, chat);
   if (!prepared) return error_response(prepared.error());
   Prepared& prep = prepared.value();
+  const Clock::time_point submitted = Clock::now();
   ApiResult<Submission> sub = ctx.loop->submit(prep.requests);
   if (!sub) return error_response(sub.error());
 
@@ -341,7 +347,7 @@ HttpResponse handle_generation(const GenerationContext& ctx, const HttpRequest& 
 
   if (prep.params.stream) {
     auto job = std::make_shared<StreamJob>(
-        StreamJob{ctx, std::move(prep), std::move(sub.value()), std::move(meta), chat});
+        StreamJob{ctx, std::move(prep), std::move(sub.value()), std::move(meta), chat, submitted});
     HttpResponse r;
     r.content_type = "text/event-stream";
     r.stream = [job](ChunkWriter& out) { run_stream(*job, out); };
@@ -349,7 +355,7 @@ HttpResponse handle_generation(const GenerationContext& ctx, const HttpRequest& 
   }
 
   // Whole answer: wait for every choice (bounded by max_tokens; a shutdown cancels them).
-  Collector collector(prep, sub.value());
+  Collector collector(prep, sub.value(), submitted);
   while (!collector.done()) {
     for (const Event& event : sub.value().events->wait_pop(kPoll)) collector.add(event);
   }

@@ -160,7 +160,19 @@ check("completions: n, echo, logprobs, seed", async () => {
   assert.equal(l.token_logprobs.length, 12);
   assert.ok(l.token_logprobs.every((x) => x <= 0));
   assert.ok(l.top_logprobs.every((t) => Object.keys(t).length >= 1 && Object.keys(t).length <= 2));
-  assert.equal(lp.choices[0].text, l.tokens.join(""), "the tokens spell the text");
+  const plain = await c.completions.create({ ...req, n: 1, ignore_eos: true });
+  assert.equal(lp.choices[0].text, plain.choices[0].text, "logprobs do not change the text");
+  assert.ok(l.text_offset.every((x, i) => i === 0 || x > l.text_offset[i - 1]), "text offsets ascend");
+});
+
+check("n choices share the prompt's cached blocks", async () => {
+  const hits = async () => (await metrics(gpt2)).value("kvlm:prefix_cache_hits_total");
+  const before = await hits();
+  // 40 byte tokens: two full blocks of 16, computed once, found by the two other choices.
+  const r = await client(gpt2).completions.create({ model: "gpt2", prompt: "x".repeat(40), n: 3, max_tokens: 4, seed: 1 });
+  assert.equal(r.choices.length, 3);
+  assert.equal(r.usage.prompt_tokens, 40, "the prompt counts once");
+  assert.ok((await hits()) - before >= 2 * 32, `prefix hits grew by ${(await hits()) - before}`);
 });
 
 check("chat on a model without a template: 400", async () => {

@@ -19,9 +19,11 @@
 #include "commands.h"
 #include "kvlm/engine.h"
 #include "model/model.h"
+#include "model/random_gpt2.h"
 #include "paged_flags.h"
 #include "serve/chat_template.h"
 #include "serve/server.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvlm::cli {
 namespace {
@@ -41,6 +43,7 @@ struct ServeFlags {
   std::string chat_template;
   int threads = 0;
   std::string max_body = "8MiB";
+  bool random_model = false;  // --random-model: GPT-2 124M's shape, seeded random weights
 };
 
 void log_line(const std::string& line) {
@@ -106,7 +109,25 @@ size_t cache_bytes(const LoadedModel& model, const EngineOptions& options) {
          static_cast<size_t>(options.max_running);
 }
 
+// --random-model: the GPT-2 124M-shaped model `kvlm bench` and `kvlm demo` make (seed 1234), in
+// memory; its tokens are meaningless, its speed is real. Without --tokenizer, prompts are ids.
+Result<std::shared_ptr<LoadedModel>> load(const ServeFlags& flags) {
+  if (!flags.random_model) return LoadedModel::load(ModelSource{flags.model, flags.tokenizer, ""});
+  auto model = make_random_gpt2(gpt2_small_config(), RandomGpt2Options{});
+  if (!model) return model.status();
+  std::shared_ptr<const Tokenizer> tokenizer;
+  if (!flags.tokenizer.empty()) {
+    Result<std::unique_ptr<Tokenizer>> tok = load_tokenizer(flags.tokenizer);
+    if (!tok) return Status::error("--tokenizer: " + tok.message());
+    tokenizer = std::move(tok.value());
+  }
+  return LoadedModel::from_parts(std::shared_ptr<Model>(std::move(model.value())), tokenizer);
+}
+
 int run_serve(const ServeFlags& flags) {
+  if (flags.model.empty() == !flags.random_model) {
+    return fail(Status::error("give exactly one of --model PATH or --random-model"));
+  }
   KVLM_CLI_RETURN_IF_ERROR(check_flags(flags));
   EngineOptions engine;
   engine.block_size = flags.block_size;
@@ -145,8 +166,7 @@ int run_serve(const ServeFlags& flags) {
   KVLM_CLI_RETURN_IF_ERROR(server.bind());
   server.start();
 
-  Result<std::shared_ptr<LoadedModel>> model =
-      LoadedModel::load(ModelSource{flags.model, flags.tokenizer, ""});
+  Result<std::shared_ptr<LoadedModel>> model = load(flags);
   if (!model) return fail(model.status());
   KVLM_CLI_RETURN_IF_ERROR(server.attach(model.value(), engine, chat.value()));
   const double mib = static_cast<double>(cache_bytes(*model.value(), engine)) / (1 << 20);
@@ -176,7 +196,10 @@ void add_serve_command(CLI::App& app, int* exit_code) {
                          "OpenAI-compatible HTTP server: /v1/completions, /v1/chat/completions, "
                          "/v1/models, /health, /metrics, /tokenize, /detokenize (docs/serving.md)");
   auto f = std::make_shared<ServeFlags>();
-  cmd->add_option("--model", f->model, "Model folder or llama2.c .bin")->required();
+  cmd->add_option("--model", f->model, "Model folder or llama2.c .bin");
+  cmd->add_flag("--random-model", f->random_model,
+                "Serve a GPT-2 124M-shaped model with seeded random weights, made in memory "
+                "(load tests; prompts as token ids unless --tokenizer is given)");
   cmd->add_option("--tokenizer", f->tokenizer, "Tokenizer folder or file (default: the model's)");
   cmd->add_option("--host", f->host, "Address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", f->port, "Port (default 8080; 0: any free port, printed when ready)");
