@@ -169,7 +169,10 @@ Result<ChatTemplate> read_chat_template(const std::string& folder) {
   if (jinja != nullptr && jinja->is_array()) {
     const nlohmann::json* chosen = nullptr;
     for (const nlohmann::json& entry : *jinja) {
-      if (entry.is_object() && entry.value("name", "") == "default") chosen = &entry["template"];
+      if (entry.is_object() && entry.value("name", nlohmann::json()) == "default" &&
+          entry.contains("template")) {
+        chosen = &entry["template"];
+      }
     }
     jinja = chosen;
   }

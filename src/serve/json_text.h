@@ -14,4 +14,12 @@ inline std::string json_text(const Json& value) {
   return value.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+// What an error message says it found: a number or literal as written, otherwise the type
+// ("string", "array", "object"): client text is not echoed, and a deeply nested value is not
+// walked.
+inline std::string describe(const Json& value) {
+  if (value.is_string() || value.is_array() || value.is_object()) return value.type_name();
+  return json_text(value);
+}
+
 }  // namespace kvlm::serve

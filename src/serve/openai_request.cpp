@@ -14,11 +14,6 @@ namespace kvlm::serve {
 
 namespace {
 
-std::string found(const Json& value) {
-  if (value.is_string() || value.is_array() || value.is_object()) return value.type_name();
-  return json_text(value);
-}
-
 std::string short_number(double x) {
   if (std::isinf(x)) return "inf";
   char buf[32];
@@ -27,7 +22,7 @@ std::string short_number(double x) {
 }
 
 ApiError wrong(const std::string& param, const std::string& expected, const Json& value) {
-  return bad_request(param, param + ": expected " + expected + ", found " + found(value));
+  return bad_request(param, param + ": expected " + expected + ", found " + describe(value));
 }
 
 // Reads an optional number field within [lo, hi] (open ends when lo_open / hi_open).
@@ -218,7 +213,7 @@ std::optional<ApiError> read_messages(const Json& doc, std::vector<ChatMessage>*
       message.content = content.get<std::string>();
     } else if (content.is_array()) {
       for (const Json& part : content) {
-        if (!part.is_object() || part.value("type", "") != "text" ||
+        if (!part.is_object() || part.value("type", Json()) != "text" ||
             !part.value("text", Json()).is_string()) {
           return wrong(param + ".content", "text parts {\"type\": \"text\", \"text\": \"...\"}",
                        part);

@@ -197,7 +197,7 @@ HttpResponse Server::detokenize(const HttpRequest& request) const {
       return error_response(bad_request("tokens",
                                         "tokens: expected ids in [0, " +
                                             std::to_string(tok->vocab_size()) + "), found " +
-                                            json_text(id),
+                                            describe(id),
                                         "invalid_token_id"));
     }
     ids.push_back(id.get<int32_t>());

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -94,11 +95,13 @@ TEST(ServeE2e, OpenAiClient) {
   test::TempDir gpt2, llama;
   write_gpt2(gpt2.path());
   write_llama(llama.path());
+  // KVLM_SERVE_BINARY: another kvlm to test (say, a sanitizer build) with this test binary.
+  const char* other = std::getenv("KVLM_SERVE_BINARY");
+  const std::string kvlm = other != nullptr ? other : KVLM_BINARY;
   std::string output;
-  const int code =
-      run("cd '" + work.string() + "' && node serve_e2e.mjs --kvlm '" + std::string(KVLM_BINARY) +
-              "' --gpt2 '" + gpt2.path() + "' --llama '" + llama.path() + "'",
-          &output);
+  const int code = run("cd '" + work.string() + "' && node serve_e2e.mjs --kvlm '" + kvlm +
+                           "' --gpt2 '" + gpt2.path() + "' --llama '" + llama.path() + "'",
+                       &output);
   std::printf("%s", output.c_str());
   EXPECT_EQ(code, 0) << "serve_e2e.mjs failed (its output is above)";
 }

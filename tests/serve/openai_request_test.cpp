@@ -211,6 +211,8 @@ TEST(OpenAiRequest, ChatErrors) {
   EXPECT_EQ(error(R"({"messages":[{"role":"user","content":7}]})").param, "messages[0].content");
   EXPECT_EQ(error(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})").param,
             "messages[0].content");
+  EXPECT_EQ(error(R"({"messages":[{"role":"user","content":[{"type":7,"text":"x"}]}]})").param,
+            "messages[0].content");
   EXPECT_EQ(error(R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})").param,
             "top_logprobs");
 }
