@@ -4,10 +4,13 @@
 // and reports requests/s, output tokens/s, time to first token and inter-token latency
 // (p50/p99), measured by the client from the SSE stream. Plain fetch: no dependencies.
 //   node bench/serve_bench.mjs [--kvlm build/kvlm] [--levels 1,4,16,64] [--requests 4,8,16,64]
-//                              [--threads N] [--json]
+//                              [--threads N] [--json] [--prefill-check 128,512]
+// --prefill-check: time to first token of one request alone (fresh prompts of each length, three
+// each, max_tokens 1) against a plain prefill of the same length without HTTP (`kvlm bench
+// --engine --requests 1 --new-tokens 1`, which times the engine and a static batch), interleaved.
 import { spawn } from "node:child_process";
 
-const opt = { kvlm: "build/kvlm", levels: "1,4,16,64", requests: "4,8,16,64", threads: "0", json: false };
+const opt = { kvlm: "build/kvlm", levels: "1,4,16,64", requests: "4,8,16,64", threads: "0", json: false, "prefill-check": "" };
 for (let i = 2; i < process.argv.length; i++) {
   const a = process.argv[i].replace(/^--/, "");
   if (a === "json") opt.json = true;
@@ -41,12 +44,12 @@ const url = await new Promise((resolve, reject) => {
 });
 
 // One streamed request: the arrival time of each token's chunk.
-async function one(ids) {
+async function one(ids, maxTokens = NEW_TOKENS) {
   const t0 = performance.now();
   const res = await fetch(url + "/v1/completions", {
     method: "POST",
     headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ prompt: ids, max_tokens: NEW_TOKENS, temperature: 0, ignore_eos: true, stream: true }),
+    body: JSON.stringify({ prompt: ids, max_tokens: maxTokens, temperature: 0, ignore_eos: true, stream: true }),
   });
   if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${await res.text()}`);
   const times = [];
@@ -102,5 +105,33 @@ for (let li = 0; li < levels.length; li++) {
   results.push(row);
   if (!opt.json) console.log(JSON.stringify(row));
 }
-if (opt.json) console.log(JSON.stringify(results, null, 2));
+// Plain prefill of `length` tokens, without HTTP: the engine bench's two timings of one request.
+async function plainPrefill(length) {
+  const out = await new Promise((resolve, reject) => {
+    const p = spawn(opt.kvlm, ["bench", "--engine", "--json", "--requests", "1", "--new-tokens", "1", "--max-seqs", "1",
+      "--min-prompt", String(length), "--max-prompt", String(length), "--threads", opt.threads], { stdio: ["ignore", "pipe", "ignore"] });
+    let text = "";
+    p.stdout.on("data", (d) => (text += d));
+    p.on("exit", (code) => (code === 0 ? resolve(text) : reject(new Error(`kvlm bench exited ${code}`))));
+  });
+  const r = JSON.parse(out);
+  return [r.ttft_p50_seconds * 1000, r.static_wall_seconds * 1000];
+}
+
+const median = (xs) => pct(xs, 50);
+const prefill = [];
+for (const length of opt["prefill-check"].split(",").filter(Boolean).map(Number)) {
+  const served = [], plain = [];
+  for (let rep = 0; rep < 3; rep++) {
+    const ids = Array.from({ length }, () => Math.floor(rand() * 50000));
+    const r = await one(ids, 1);
+    served.push(r.times[0] - r.t0);
+    if (rep < 2) plain.push(...(await plainPrefill(length)));
+  }
+  const row = { prompt_tokens: length, served_ttft_ms_median: +median(served).toFixed(0), plain_prefill_ms_median: +median(plain).toFixed(0) };
+  row.ratio = +(row.served_ttft_ms_median / row.plain_prefill_ms_median).toFixed(3);
+  prefill.push(row);
+  if (!opt.json) console.log(JSON.stringify(row));
+}
+if (opt.json) console.log(JSON.stringify({ levels: results, prefill }, null, 2));
 server.kill("SIGTERM");
