@@ -25,6 +25,15 @@ ApiResult<Submission> EngineLoop::submit(std::vector<Request> requests) {
     busy.code = "shutting_down";
     return busy;
   }
+  if (requests.size() > static_cast<size_t>(max_unfinished_)) {
+    // Retrying cannot help: say so instead of 503.
+    return bad_request("n",
+                       "this request needs " + std::to_string(requests.size()) +
+                           " sequences (prompts x n), more than the server runs and queues at "
+                           "once (" +
+                           std::to_string(max_unfinished_) + ", --max-seqs + --max-queue)",
+                       "too_many_sequences");
+  }
   const size_t unfinished = tracked_.size();
   if (unfinished + requests.size() > static_cast<size_t>(max_unfinished_)) {
     ++metrics_.rejected_queue_full;

@@ -36,7 +36,8 @@ class EngineLoop {
 
   void start();
   // All of `requests` or none: 503 (with Retry-After) when they would take the number of
-  // unfinished requests past the limit, or while stopping; 400 when the engine refuses one.
+  // unfinished requests past the limit, or while stopping; 400 when they are more than the
+  // limit itself, or the engine refuses one.
   ApiResult<Submission> submit(std::vector<Request> requests);
   void cancel(RequestId id);
   // Refuses new submissions, cancels every unfinished request, delivers their final events,

@@ -253,21 +253,22 @@ check("a client leaving mid-stream frees its blocks", async () => {
 });
 
 check("a full queue answers 503 with Retry-After", async () => {
-  // --max-seqs 1 --max-queue 0: one sequence at a time. Two choices can never fit...
+  // --max-seqs 1 --max-queue 0: one sequence at a time. Two choices can never fit (400)...
   const two = await post(small, "/v1/completions", { prompt: "ab", n: 2, max_tokens: 2 });
-  assert.equal(two.status, 503);
-  assert.equal(two.headers.get("retry-after"), "1");
-  assert.equal(JSON.parse(two.body).error.code, "queue_full");
-  // ... and a request arriving while a long one runs is refused too.
+  assert.equal(two.status, 400);
+  assert.equal(JSON.parse(two.body).error.code, "too_many_sequences");
+  // ... and a request arriving while a long one runs is refused, to be retried.
   const c = client(small);
   const stream = await c.completions.create({ model: "gpt2", prompt: "Long", max_tokens: 1000, ignore_eos: true, stream: true });
   const it = stream[Symbol.asyncIterator]();
   await it.next();
   const busy = await post(small, "/v1/completions", { prompt: "ab", max_tokens: 2 });
   assert.equal(busy.status, 503);
+  assert.equal(busy.headers.get("retry-after"), "1");
+  assert.equal(JSON.parse(busy.body).error.code, "queue_full");
   await it.return();
   await eventually(async () => (await metrics(small)).value("kvlm:num_requests_running") === 0, "the long request cancelled");
-  assert.match((await metrics(small)).text, /kvlm:request_rejected_total 2/);
+  assert.match((await metrics(small)).text, /kvlm:request_rejected_total 1/);
 });
 
 check("chat (Llama 2 template): auth, whole, streamed == whole", async () => {
