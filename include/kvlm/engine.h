@@ -116,6 +116,10 @@ struct EngineOptions {
   int max_running = 16;        // sequences running at once
   int threads = 0;             // 0: all cores
   bool prefix_caching = true;  // reuse cached blocks of earlier prompts
+  // How the cache stores keys and values: "f32", "f16", "bf16", "q8_0" (int8 + an fp16 scale
+  // per 32 values) or "fp8" (e4m3, scales per layer and KV head calibrated once per model when
+  // the engine is made). Exactness holds per dtype (docs/kv_cache_quantization.md).
+  std::string kv_dtype = "f32";
   // The uncached baseline: every step recomputes each running sequence from position 0 (same
   // forward code, so the same bits as the cache; only the work differs).
   bool recompute_every_step = false;

@@ -65,7 +65,7 @@ Result<BenchReport> run_bench(Model& model, const BenchOptions& o, const Paralle
   r.batch = std::max(o.batch, 1);
   auto prefill = [&](int n, TimedRun* out) -> Status {
     report_progress(o, printf_string("prefill of %d tokens", n));
-    auto run = time_prefill(model, n, o.prefill_repeats, par);
+    auto run = time_prefill(model, n, o.prefill_repeats, par, o.kv);
     if (!run) return run.status();
     *out = run.value();
     r.kv_bytes_peak = std::max(r.kv_bytes_peak, out->kv_bytes);
@@ -73,7 +73,7 @@ Result<BenchReport> run_bench(Model& model, const BenchOptions& o, const Paralle
   };
   auto decode = [&](int batch, int context, TimedRun* out) -> Status {
     report_progress(o, printf_string("decode, batch %d, %d positions cached", batch, context));
-    auto run = time_decode(model, batch, context, o.decode_steps, o.decode_repeats, par);
+    auto run = time_decode(model, batch, context, o.decode_steps, o.decode_repeats, par, o.kv);
     if (!run) return run.status();
     *out = run.value();
     r.kv_bytes_peak = std::max(r.kv_bytes_peak, out->kv_bytes);
@@ -97,7 +97,7 @@ Result<BenchReport> run_bench(Model& model, const BenchOptions& o, const Paralle
   r.prefill_short_fma_frac = prefill_frac(r.prefill_short);
 
   report_progress(o, "the seed's experiment: 3 prompts, 20 new tokens, uncached then cached");
-  auto seed = run_cache_experiment(model, seed_prompts(), 20, rates, par);
+  auto seed = run_cache_experiment(model, seed_prompts(), 20, rates, par, o.kv);
   if (!seed) return seed.status();
   r.seed = seed.value();
   const int n64 = std::min(64, (c.n_ctx + 1) / 2);
@@ -105,7 +105,7 @@ Result<BenchReport> run_bench(Model& model, const BenchOptions& o, const Paralle
       o, printf_string("a %d-token prompt, %d new tokens, uncached then cached", n64, n64));
   std::vector<int32_t> prompt(n64);
   for (int i = 0; i < n64; ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 5) % c.n_vocab);
-  auto run_64 = run_cache_experiment(model, {prompt}, n64, rates, par);
+  auto run_64 = run_cache_experiment(model, {prompt}, n64, rates, par, o.kv);
   if (!run_64) return run_64.status();
   r.run_64 = run_64.value();
 

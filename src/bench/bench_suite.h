@@ -10,6 +10,7 @@
 
 #include "bench/model_bench.h"
 #include "bench/resident_memory.h"
+#include "kv/kv_cache.h"
 #include "kvlm/status.h"
 #include "model/model.h"
 #include "ops/parallel.h"
@@ -31,6 +32,7 @@ struct BenchOptions {
   int batch = 8;                                // batched decode (short context)
   // Called with a line before each measurement, for a progress display (may be empty).
   std::function<void(const std::string&)> progress;
+  KvStorageOptions kv;  // the KV cache's storage type in every run
 };
 
 struct BenchReport {

@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "eval/kv_calibration.h"
 #include "generate/generate.h"
 #include "model/model.h"
 
@@ -68,6 +69,7 @@ Result<double> single_decode_speed(std::shared_ptr<LoadedModel> model, const Eng
   EngineOptions eo;
   eo.max_running = 1;
   eo.threads = o.threads;
+  eo.kv_dtype = o.kv_dtype;
   eo.kv_tokens = static_cast<int64_t>(prompt.size()) + o.new_tokens;
   auto engine = Engine::create(model, eo);
   if (!engine) return engine.status();
@@ -95,6 +97,7 @@ Result<EngineBenchResult> run_engine_bench(std::shared_ptr<LoadedModel> model,
   eo.max_running = o.max_running;
   eo.max_batch_tokens = o.max_batch_tokens;
   eo.threads = o.threads;
+  eo.kv_dtype = o.kv_dtype;
   eo.kv_tokens =
       static_cast<int64_t>(o.max_running) * std::min(model->n_ctx(), o.max_prompt + o.new_tokens);
   auto engine = Engine::create(model, eo);
@@ -150,6 +153,12 @@ Result<EngineBenchResult> run_engine_bench(std::shared_ptr<LoadedModel> model,
     Parallel par{o.threads > 0
                      ? o.threads
                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
+    go.kv_storage.dtype = parse_cache_dtype(o.kv_dtype).value_or(KvDtype::f32);
+    if (go.kv_storage.dtype == KvDtype::fp8) {  // the engine's calibrated scales, to compare bits
+      auto scales = calibrate_fp8_scales(model->model(), par);
+      if (!scales) return scales.status();
+      go.kv_storage = scales.value();
+    }
     const auto static_start = Clock::now();
     auto result = generate(model->model(), prompts, go, par);
     if (!result) return result.status();

@@ -24,6 +24,7 @@ struct EngineBenchOptions {
   int threads = 0;
   bool static_baseline = true;  // also run the requests as one static generate() batch
   uint64_t seed = 1;
+  std::string kv_dtype = "f32";  // EngineOptions::kv_dtype
 };
 
 struct LatencySummary {

@@ -35,7 +35,8 @@ Status check_positions(const ModelConfig& c, int needed, const char* what) {
 
 }  // namespace
 
-Result<TimedRun> time_prefill(Model& model, int n_tokens, int repeats, const Parallel& par) {
+Result<TimedRun> time_prefill(Model& model, int n_tokens, int repeats, const Parallel& par,
+                              const KvStorageOptions& kv) {
   const ModelConfig& c = model.config();
   KVLM_RETURN_IF_ERROR(check_positions(c, n_tokens, "the prefill"));
   const std::vector<int32_t> tokens = bench_tokens(n_tokens, 1, c.n_vocab);
@@ -45,7 +46,7 @@ Result<TimedRun> time_prefill(Model& model, int n_tokens, int repeats, const Par
   run.tokens = n_tokens;
   run.seconds = std::numeric_limits<double>::infinity();
   for (int rep = 0; rep <= std::max(repeats, 1); ++rep) {  // rep 0 warms up
-    ContiguousKvCache cache(c.n_layer, c.kv_dim(), {n_tokens});
+    ContiguousKvCache cache(c.n_layer, c.kv_dim(), {n_tokens}, kv);
     const auto start = Clock::now();
     KVLM_RETURN_IF_ERROR(model.forward(logits.data(), {&chunk, 1}, cache, par));
     if (rep > 0) run.seconds = std::min(run.seconds, seconds_since(start));
@@ -57,12 +58,12 @@ Result<TimedRun> time_prefill(Model& model, int n_tokens, int repeats, const Par
 }
 
 Result<TimedRun> time_decode(Model& model, int batch, int context, int n_steps, int repeats,
-                             const Parallel& par) {
+                             const Parallel& par, const KvStorageOptions& kv) {
   const ModelConfig& c = model.config();
   repeats = std::max(repeats, 1);
   const int capacity = context + 1 + n_steps * repeats;  // +1: one untimed warm-up step
   KVLM_RETURN_IF_ERROR(check_positions(c, capacity, "the decode run"));
-  ContiguousKvCache cache(c.n_layer, c.kv_dim(), std::vector<int>(batch, capacity));
+  ContiguousKvCache cache(c.n_layer, c.kv_dim(), std::vector<int>(batch, capacity), kv);
   std::vector<std::vector<int32_t>> tokens;
   for (int s = 0; s < batch; ++s) tokens.push_back(bench_tokens(capacity, s + 2, c.n_vocab));
   std::vector<SequenceChunk> chunks(batch);
@@ -106,7 +107,7 @@ Result<TimedRun> time_decode(Model& model, int batch, int context, int n_steps, 
 Result<CacheExperiment> run_cache_experiment(Model& model,
                                              const std::vector<std::vector<int32_t>>& prompts,
                                              int max_new_tokens, const MachineRates& rates,
-                                             const Parallel& par) {
+                                             const Parallel& par, const KvStorageOptions& kv) {
   CacheExperiment e;
   e.max_new_tokens = max_new_tokens;
   size_t max_len = 0;
@@ -117,6 +118,7 @@ Result<CacheExperiment> run_cache_experiment(Model& model,
   GenerateOptions options;
   options.max_new_tokens = max_new_tokens;
   options.use_cache = false;
+  options.kv_storage = kv;
   auto uncached = generate(model, prompts, options, par);
   if (!uncached) return uncached.status();
   options.use_cache = true;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bench/roofline.h"
+#include "kv/kv_cache.h"
 #include "kvlm/status.h"
 #include "model/model.h"
 #include "ops/parallel.h"
@@ -22,12 +23,13 @@ struct TimedRun {
 };
 
 // One prefill of an n_tokens prompt into an empty cache, best of `repeats` (after a warm-up).
-Result<TimedRun> time_prefill(Model& model, int n_tokens, int repeats, const Parallel& par);
+Result<TimedRun> time_prefill(Model& model, int n_tokens, int repeats, const Parallel& par,
+                              const KvStorageOptions& kv = {});
 
 // `batch` sequences with `context` positions already cached (prefilled, not timed) each take
 // n_steps decode steps of one token; best of `repeats` rounds of n_steps.
 Result<TimedRun> time_decode(Model& model, int batch, int context, int n_steps, int repeats,
-                             const Parallel& par);
+                             const Parallel& par, const KvStorageOptions& kv = {});
 
 // The seed's experiment: generate max_new tokens per prompt without and with the cache.
 struct CacheExperiment {
@@ -48,6 +50,6 @@ struct CacheExperiment {
 Result<CacheExperiment> run_cache_experiment(Model& model,
                                              const std::vector<std::vector<int32_t>>& prompts,
                                              int max_new_tokens, const MachineRates& rates,
-                                             const Parallel& par);
+                                             const Parallel& par, const KvStorageOptions& kv = {});
 
 }  // namespace kvlm

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "engine/scheduler.h"
+#include "eval/kv_calibration.h"
 #include "model/model.h"
 
 namespace kvlm {
@@ -59,9 +60,20 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<LoadedModel> mode
   if (options.threads < 0 || options.threads > 1024)
     return Status::error("engine: threads must be in [0, 1024], found " +
                          std::to_string(options.threads));
+  auto kv_dtype = parse_cache_dtype(options.kv_dtype);
+  if (!kv_dtype)
+    return Status::error("engine: unknown KV cache dtype '" + options.kv_dtype +
+                         "'; accepted: f32, f16, bf16, q8_0, fp8");
   auto impl = std::make_unique<Impl>();
   const ModelConfig& c = model->model().config();
+  impl->par.n_threads = options.threads > 0
+                            ? options.threads
+                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   PagedKvCacheOptions po;
+  po.storage.dtype = *kv_dtype;
+  if (*kv_dtype == KvDtype::fp8) {  // fixed before any request: see eval/kv_calibration.h
+    KVLM_ASSIGN_OR_RETURN(po.storage, calibrate_fp8_scales(model->model(), impl->par));
+  }
   po.block_size = options.block_size;
   po.kv_memory_bytes = options.kv_memory_bytes;
   po.token_budget = options.kv_tokens;
@@ -74,9 +86,6 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<LoadedModel> mode
   so.prefix_caching = options.prefix_caching && !options.recompute_every_step;
   so.recompute_every_step = options.recompute_every_step;
   impl->scheduler = std::make_unique<Scheduler>(*impl->cache, so);
-  impl->par.n_threads = options.threads > 0
-                            ? options.threads
-                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   impl->model = std::move(model);
   impl->options = options;
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));

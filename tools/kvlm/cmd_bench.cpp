@@ -9,6 +9,7 @@
 #include "bench/paged_bench.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "kv_flags.h"
 #include "kvlm/engine.h"
 #include "model/random_gpt2.h"
 
@@ -23,6 +24,7 @@ struct BenchFlags {
   bool paged = false;   // --paged: the paged KV cache's memory figures instead
   bool engine = false;  // --engine: continuous batching under load instead
   EngineBenchOptions engine_options;
+  std::string kv_dtype;  // --kv-dtype
 };
 
 Result<std::unique_ptr<Model>> bench_model(const ModelFlags& flags) {
@@ -69,6 +71,7 @@ int run_engine_bench_command(const BenchFlags& flags) {
   if (!loaded) return fail(loaded.status());
   EngineBenchOptions options = flags.engine_options;
   options.threads = flags.model.threads;
+  if (!flags.kv_dtype.empty()) options.kv_dtype = flags.kv_dtype;
   auto r = run_engine_bench(loaded.value(), options);
   if (!r) return fail(r.status());
   const std::string out = flags.json ? engine_bench_json(r.value()) : engine_bench_text(r.value());
@@ -79,6 +82,10 @@ int run_engine_bench_command(const BenchFlags& flags) {
 int run_bench_command(const BenchFlags& flags) {
   if (flags.paged && flags.engine)
     return fail(Status::error("--paged and --engine are separate benchmarks: give one"));
+  KVLM_CLI_RETURN_IF_ERROR(kv_storage_from_flag(flags.kv_dtype).status());
+  if (flags.paged && !flags.kv_dtype.empty())
+    return fail(
+        Status::error("--paged measures the f32 cache's memory; --kv-dtype is not used there"));
   if (flags.paged) return run_paged_bench_command(flags);
   if (flags.engine) return run_engine_bench_command(flags);
   const auto start = std::chrono::steady_clock::now();
@@ -92,6 +99,9 @@ int run_bench_command(const BenchFlags& flags) {
   options.progress = [](const std::string& line) {
     std::fprintf(stderr, "kvlm bench: %s\n", line.c_str());
   };
+  auto kv = kv_storage_for_model(flags.kv_dtype, *model.value(), parallel_from_flags(flags.model));
+  if (!kv) return fail(kv.status());
+  options.kv = kv.value();
   auto report = run_bench(*model.value(), options, parallel_from_flags(flags.model));
   if (!report) return fail(report.status());
   if (flags.json) {
@@ -136,6 +146,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-seqs", e.max_running,
                   "With --engine: sequences running at once (default 16)")
       ->check(CLI::Range(1, 4096));
+  add_kv_dtype_flag(cmd, &flags->kv_dtype);
   cmd->callback([flags, exit_code] { *exit_code = run_bench_command(*flags); });
 }
 

@@ -7,6 +7,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "generate/generate.h"
+#include "kv_flags.h"
 #include "model/random_gpt2.h"
 
 namespace kvlm::cli {
@@ -16,6 +17,7 @@ namespace {
 struct DemoFlags {
   ModelFlags model;
   int max_new = 20;
+  std::string kv_dtype;  // --kv-dtype
 };
 
 // Token positions a padded batch pushes through the model (the seed's count, per row):
@@ -28,6 +30,7 @@ int64_t padded_positions(size_t max_len, int n_new, bool cached) {
 }
 
 int run_demo(const DemoFlags& flags) {
+  KVLM_CLI_RETURN_IF_ERROR(kv_storage_from_flag(flags.kv_dtype).status());
   std::unique_ptr<Model> model;
   if (flags.model.model.empty()) {
     std::printf(
@@ -43,6 +46,8 @@ int run_demo(const DemoFlags& flags) {
   }
   const ModelConfig& c = model->config();
   const Parallel par = parallel_from_flags(flags.model);
+  auto kv = kv_storage_for_model(flags.kv_dtype, *model, par);
+  if (!kv) return fail(kv.status());
   const std::vector<std::vector<int32_t>> prompts = {
       {7, 3, 19, 1, 25, 8, 11, 4, 2, 15}, {9, 2}, {1, 6, 4, 22}};
   std::printf(
@@ -58,6 +63,7 @@ int run_demo(const DemoFlags& flags) {
   const size_t n_seq = prompts.size();
   GenerateOptions options;
   options.max_new_tokens = flags.max_new;
+  options.kv_storage = kv.value();  // both runs: uncached writes and reads the same cache type
   options.use_cache = false;
   options.observe = [&](int step, int seq, std::span<const float> logits) {
     const size_t index = static_cast<size_t>(step) * n_seq + seq;
@@ -101,10 +107,20 @@ int run_demo(const DemoFlags& flags) {
               t_cached, t_uncached / t_cached);
 
   const int64_t per_token = c.kv_bytes_per_token(sizeof(float));
-  std::printf(
-      "KV cache, fp32: 2 x %d layers x %d KV heads x %d head_dim x 4 bytes = %lld bytes "
-      "per token\n",
-      c.n_layer, c.n_kv_head, c.head_dim, static_cast<long long>(per_token));
+  const int64_t stored_per_token =
+      static_cast<int64_t>(2 * c.n_layer * kv_row_bytes(kv->dtype, c.kv_dim()));
+  if (kv->dtype == KvDtype::f32) {
+    std::printf(
+        "KV cache, fp32: 2 x %d layers x %d KV heads x %d head_dim x 4 bytes = %lld bytes "
+        "per token\n",
+        c.n_layer, c.n_kv_head, c.head_dim, static_cast<long long>(per_token));
+  } else {
+    std::printf(
+        "KV cache, %s: 2 x %d layers x %zu bytes per row of %d KV heads x %d head_dim = "
+        "%lld bytes per token (fp32: %lld)\n",
+        kv_dtype_label(kv->dtype), c.n_layer, kv_row_bytes(kv->dtype, c.kv_dim()), c.n_kv_head,
+        c.head_dim, static_cast<long long>(stored_per_token), static_cast<long long>(per_token));
+  }
   std::printf("  by formula for this run (prompt + new - 1 positions per sequence): %lld bytes\n",
               static_cast<long long>(cached->stats.kv_bytes_formula));
   std::printf("  as allocated by the cache:                                      %lld bytes\n",
@@ -116,8 +132,8 @@ int run_demo(const DemoFlags& flags) {
         c.n_head, static_cast<long long>(cached->stats.kv_bytes_formula / c.n_kv_head * c.n_head),
         static_cast<double>(c.n_head) / c.n_kv_head);
   std::printf("  at the full context (%d tokens), batch 1: %lld bytes; batch 8: %lld bytes\n",
-              c.n_ctx, static_cast<long long>(per_token * c.n_ctx),
-              static_cast<long long>(per_token * c.n_ctx * 8));
+              c.n_ctx, static_cast<long long>(stored_per_token * c.n_ctx),
+              static_cast<long long>(stored_per_token * c.n_ctx * 8));
   return same && max_diff == 0.0f ? 0 : 2;
 }
 
@@ -130,6 +146,7 @@ void add_demo_command(CLI::App& app, int* exit_code) {
   add_model_flags(cmd, &flags->model, false);
   cmd->add_option("--max-new", flags->max_new, "New tokens per prompt (default 20)")
       ->check(CLI::Range(1, 1000));
+  add_kv_dtype_flag(cmd, &flags->kv_dtype);
   cmd->callback([flags, exit_code] { *exit_code = run_demo(*flags); });
 }
 

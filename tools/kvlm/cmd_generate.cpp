@@ -11,6 +11,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "generate/generate.h"
+#include "kv_flags.h"
 #include "kvlm/engine.h"
 #include "paged_flags.h"
 
@@ -33,6 +34,7 @@ struct GenerateFlags {
   std::vector<std::string> stops;
   int logprobs = 0;
   PagedFlags paged;
+  std::string kv_dtype;  // --kv-dtype
 };
 
 Result<std::vector<std::vector<int32_t>>> parse_prompts(const GenerateFlags& flags,
@@ -102,6 +104,7 @@ EngineOptions engine_options(const GenerateFlags& flags, const PagedGenerateOpti
   options.block_size = paged ? paged->block_size : 16;
   options.prefix_caching = paged ? paged->share_prefixes : true;
   options.kv_memory_bytes = paged ? paged->kv_memory_bytes : 0;
+  if (!flags.kv_dtype.empty()) options.kv_dtype = flags.kv_dtype;
   if (options.kv_memory_bytes == 0)
     for (const auto& p : prompts) {
       const int64_t run = static_cast<int64_t>(p.size()) + max_new - 1;
@@ -158,6 +161,7 @@ int run_generate(const GenerateFlags& flags) {
                               std::to_string(flags.logprobs)));
   auto paged = paged_options_from_flags(flags.paged);
   if (!paged) return fail(paged.status());
+  KVLM_CLI_RETURN_IF_ERROR(kv_storage_from_flag(flags.kv_dtype).status());
   auto model = LoadedModel::load({flags.model.model, flags.tokenizer, flags.model.weights});
   if (!model) return fail(model.status());
   const LoadedModel& lm = *model.value();
@@ -263,6 +267,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--seed", p.seed, "Random seed; sequence i draws from its own stream");
   cmd->add_option("--stop", flags->stops, "Stop when this text is generated (repeatable)");
   add_paged_flags(cmd, &flags->paged);
+  add_kv_dtype_flag(cmd, &flags->kv_dtype);
   cmd->add_option("--logprobs", flags->logprobs,
                   "With --json: each token's log-probability and the top N alternatives");
   cmd->callback([flags, exit_code] { *exit_code = run_generate(*flags); });

@@ -5,6 +5,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "generate/generate.h"
+#include "kv_flags.h"
 
 namespace kvlm::cli {
 
@@ -15,6 +16,7 @@ struct LogitsFlags {
   std::vector<std::string> ids;
   bool no_cache = false;
   bool json = false;
+  std::string kv_dtype;  // --kv-dtype
 };
 
 int run_logits(const LogitsFlags& flags) {
@@ -28,8 +30,10 @@ int run_logits(const LogitsFlags& flags) {
   if (prompts.empty()) return fail(Status::error("give at least one prompt with --ids"));
   auto model = load_model_from_flags(flags.model);
   if (!model) return fail(model.status());
-  auto logits =
-      last_logits(*model.value(), prompts, !flags.no_cache, parallel_from_flags(flags.model));
+  const Parallel par = parallel_from_flags(flags.model);
+  auto kv = kv_storage_for_model(flags.kv_dtype, *model.value(), par);
+  if (!kv) return fail(kv.status());
+  auto logits = last_logits(*model.value(), prompts, !flags.no_cache, par, kv.value());
   if (!logits) return fail(logits.status());
   std::string out = "{\"logits\":[";
   for (size_t s = 0; s < logits->size(); ++s) {
@@ -53,6 +57,7 @@ void add_logits_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-cache", flags->no_cache,
                 "One full pass over the prompt (default: prefill all but the last token, then "
                 "decode it against the cache)");
+  add_kv_dtype_flag(cmd, &flags->kv_dtype);
   cmd->add_flag("--json", flags->json, "Print {\"logits\": [[...], ...]} (required)");
   cmd->callback([flags, exit_code] { *exit_code = run_logits(*flags); });
 }

@@ -51,6 +51,9 @@ int run_perplexity(const PerplexityFlags& flags) {
   if (!flags.compare_kv_dtype.empty() && !flags.compare_weights.empty())
     return fail(Status::error("give --compare-kv-dtype or --compare-weights, not both"));
   if (flags.ctx < 0) return fail(Status::error("--ctx must be positive"));
+  KVLM_CLI_RETURN_IF_ERROR(kv_storage_from_flag(flags.kv_dtype).status());
+  KVLM_CLI_RETURN_IF_ERROR(
+      kv_storage_from_flag(flags.compare_kv_dtype, "--compare-kv-dtype").status());
   auto text = read_text_file(flags.file);
   if (!text) return fail(Status::error("--file: " + text.message()));
   auto model = load_model_from_flags(flags.model);
