@@ -52,11 +52,9 @@ TEST_F(CliKvDtype, LogitsAndGenerateAreExactPerDtype) {
 }
 
 TEST_F(CliKvDtype, BadDtypeIsRefusedByName) {
-  const std::pair<const char*, const char*> commands[] = {{"logits", " --ids 1,2 --json"},
-                                                          {"generate", " --ids 1,2"},
-                                                          {"demo", " --max-new 2"},
-                                                          {"perplexity", " --file x.txt"},
-                                                          {"bench", " --paged"}};
+  const std::pair<const char*, const char*> commands[] = {
+      {"logits", " --ids 1,2 --json"}, {"generate", " --ids 1,2"}, {"demo", " --max-new 2"},
+      {"perplexity", " --file x.txt"}, {"bench", " --paged"},      {"serve", " --port 0"}};
   for (const auto& [cmd, args] : commands) {
     const auto r = test::run_kvlm(std::string(cmd) + " " + model() + args + " --kv-dtype int4");
     EXPECT_EQ(r.exit_code, 1) << cmd;

@@ -17,6 +17,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "kv_flags.h"
 #include "kvlm/engine.h"
 #include "model/model.h"
 #include "model/random_gpt2.h"
@@ -34,6 +35,7 @@ struct ServeFlags {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string kv_memory;
+  std::string kv_dtype;  // --kv-dtype
   int block_size = 16;
   int max_seqs = 16;
   int max_batch_tokens = 512;
@@ -105,7 +107,8 @@ Status check_flags(const ServeFlags& f) {
 size_t cache_bytes(const LoadedModel& model, const EngineOptions& options) {
   if (options.kv_memory_bytes > 0) return options.kv_memory_bytes;
   const ModelConfig& c = model.model().config();
-  return 2ull * c.n_layer * c.n_kv_head * c.head_dim * sizeof(float) * c.n_ctx *
+  const KvDtype dtype = parse_cache_dtype(options.kv_dtype).value_or(KvDtype::f32);
+  return 2ull * c.n_layer * kv_row_bytes(dtype, c.kv_dim()) * c.n_ctx *
          static_cast<size_t>(options.max_running);
 }
 
@@ -129,7 +132,9 @@ int run_serve(const ServeFlags& flags) {
     return fail(Status::error("give exactly one of --model PATH or --random-model"));
   }
   KVLM_CLI_RETURN_IF_ERROR(check_flags(flags));
+  KVLM_CLI_RETURN_IF_ERROR(kv_storage_from_flag(flags.kv_dtype).status());
   EngineOptions engine;
+  if (!flags.kv_dtype.empty()) engine.kv_dtype = flags.kv_dtype;
   engine.block_size = flags.block_size;
   engine.max_running = flags.max_seqs;
   engine.max_batch_tokens = flags.max_batch_tokens;
@@ -206,6 +211,7 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--kv-memory", f->kv_memory,
                   "KV cache size (67108864, 64MiB, 1.5GB); default: --max-seqs full contexts");
   cmd->add_option("--block-size", f->block_size, "Positions per cache block (default 16)");
+  add_kv_dtype_flag(cmd, &f->kv_dtype);
   cmd->add_option("--max-seqs", f->max_seqs, "Sequences running at once (default 16)");
   cmd->add_option("--max-batch-tokens", f->max_batch_tokens,
                   "Tokens per engine step, decode and prefill chunks together (default 512)");
