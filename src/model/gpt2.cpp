@@ -16,10 +16,6 @@ namespace {
 // under "transformer." ("transformer.h.0.ln_1.weight"); fine-tunes use either.
 const std::vector<std::string> kPrefixes = {"", "transformer."};
 
-void ensure_size(std::vector<float>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Gpt2Model>> load_gpt2(const std::string& dir, const LoadOptions& options) {
@@ -126,26 +122,21 @@ void Gpt2Model::attention_block(int layer, std::span<const SequenceChunk> chunks
               cache, shape, state_.scratch.data(), config_.n_ctx, par);
 }
 
-Status Gpt2Model::forward(float* logits, std::span<const SequenceChunk> chunks, KvCache& cache,
-                          const Parallel& par) {
-  KVLM_RETURN_IF_ERROR(validate_chunks(chunks, config_));
-  for (const SequenceChunk& c : chunks)
-    KVLM_RETURN_IF_ERROR(cache.check_reserved(c.seq, c.start_pos + static_cast<int>(c.tokens.size())));
-  const int C = config_.n_embd, F = config_.n_ff;
-  int n_rows = 0;
-  for (const SequenceChunk& c : chunks) n_rows += static_cast<int>(c.tokens.size());
-  const size_t T = n_rows;
+void Gpt2Model::prepare(size_t T, const Parallel& par) {
+  const size_t C = config_.n_embd, F = config_.n_ff;
   ensure_size(state_.x, T * C);
   ensure_size(state_.xn, T * C);
   ensure_size(state_.qkv, T * 3 * C);
   ensure_size(state_.att, T * C);
   ensure_size(state_.ff, T * F);
   ensure_size(state_.proj, T * C);
-  ensure_size(state_.last, chunks.size() * C);
   ensure_size(state_.scratch, static_cast<size_t>(std::max(par.n_threads, 1)) * config_.n_ctx);
-  const Gpt2Weights& w = weights_;
+}
 
+float* Gpt2Model::embed(std::span<const SequenceChunk> chunks) {
   // x [T, C] = wte[token] + wpe[position]
+  const int C = config_.n_embd;
+  const Gpt2Weights& w = weights_;
   size_t r = 0;
   for (const SequenceChunk& c : chunks) {
     for (size_t t = 0; t < c.tokens.size(); ++t, ++r) {
@@ -155,34 +146,33 @@ Status Gpt2Model::forward(float* logits, std::span<const SequenceChunk> chunks, 
       for (int i = 0; i < C; ++i) x[i] = load_as_f32(w.wte.data, w.wte.dtype, te + i) + pe[i];
     }
   }
-  float* x = state_.x.data();
-  for (int l = 0; l < config_.n_layer; ++l) {
-    const Gpt2Layer& L = w.layers[l];
-    // x = x + c_proj(attention(ln_1(x)))
-    layernorm_forward(state_.xn.data(), x, L.ln_1_weight, L.ln_1_bias, n_rows, C, config_.norm_eps);
-    matmul_forward(state_.qkv.data(), state_.xn.data(), L.c_attn, L.c_attn_bias, n_rows, par);
-    attention_block(l, chunks, cache, par);
-    matmul_forward(state_.proj.data(), state_.att.data(), L.attn_c_proj, L.attn_c_proj_bias, n_rows,
-                   par);
-    for (size_t i = 0; i < T * C; ++i) x[i] += state_.proj[i];
-    // x = x + c_proj(gelu(c_fc(ln_2(x))))
-    layernorm_forward(state_.xn.data(), x, L.ln_2_weight, L.ln_2_bias, n_rows, C, config_.norm_eps);
-    matmul_forward(state_.ff.data(), state_.xn.data(), L.c_fc, L.c_fc_bias, n_rows, par);
-    gelu_forward(state_.ff.data(), T * F);
-    matmul_forward(state_.proj.data(), state_.ff.data(), L.mlp_c_proj, L.mlp_c_proj_bias, n_rows,
-                   par);
-    for (size_t i = 0; i < T * C; ++i) x[i] += state_.proj[i];
-  }
-  // Only each chunk's last position needs logits: ln_f and the output head run on those rows.
-  r = 0;
-  for (size_t k = 0; k < chunks.size(); ++k) {
-    r += chunks[k].tokens.size();
-    layernorm_forward(state_.last.data() + k * C, x + (r - 1) * C, w.ln_f_weight, w.ln_f_bias, 1, C,
-                      config_.norm_eps);
-  }
-  matmul_forward(logits, state_.last.data(), w.lm_head, nullptr, static_cast<int>(chunks.size()),
+  return state_.x.data();
+}
+
+void Gpt2Model::layer_forward(int l, float* x, int n_rows, std::span<const SequenceChunk> chunks,
+                              KvCache& cache, const Parallel& par) {
+  const int C = config_.n_embd;
+  const size_t T = n_rows, F = config_.n_ff;
+  const Gpt2Layer& L = weights_.layers[l];
+  // x = x + c_proj(attention(ln_1(x)))
+  layernorm_forward(state_.xn.data(), x, L.ln_1_weight, L.ln_1_bias, n_rows, C, config_.norm_eps);
+  matmul_forward(state_.qkv.data(), state_.xn.data(), L.c_attn, L.c_attn_bias, n_rows, par);
+  attention_block(l, chunks, cache, par);
+  matmul_forward(state_.proj.data(), state_.att.data(), L.attn_c_proj, L.attn_c_proj_bias, n_rows,
                  par);
-  return Status::ok();
+  for (size_t i = 0; i < T * C; ++i) x[i] += state_.proj[i];
+  // x = x + c_proj(gelu(c_fc(ln_2(x))))
+  layernorm_forward(state_.xn.data(), x, L.ln_2_weight, L.ln_2_bias, n_rows, C, config_.norm_eps);
+  matmul_forward(state_.ff.data(), state_.xn.data(), L.c_fc, L.c_fc_bias, n_rows, par);
+  gelu_forward(state_.ff.data(), T * F);
+  matmul_forward(state_.proj.data(), state_.ff.data(), L.mlp_c_proj, L.mlp_c_proj_bias, n_rows,
+                 par);
+  for (size_t i = 0; i < T * C; ++i) x[i] += state_.proj[i];
+}
+
+void Gpt2Model::final_norm(float* out, const float* x) const {
+  layernorm_forward(out, x, weights_.ln_f_weight, weights_.ln_f_bias, 1, config_.n_embd,
+                    config_.norm_eps);
 }
 
 }  // namespace kvlm

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/checkpoint.h"
+#include "model/decoder_model.h"
 #include "model/model.h"
 
 namespace kvlm {
@@ -49,7 +50,6 @@ struct Gpt2RunState {
   std::vector<float> att;      // [T, C] attention output, heads side by side
   std::vector<float> ff;       // [T, 4C] MLP hidden
   std::vector<float> proj;     // [T, C] output of a projection before the residual add
-  std::vector<float> last;     // [n_chunks, C] final-normed last position of each chunk
   std::vector<float> scratch;  // [n_threads, n_ctx] attention scores
 };
 
@@ -57,17 +57,23 @@ struct LoadOptions {
   std::optional<DType> convert_weights;  // --weights: convert matrices on load
 };
 
-class Gpt2Model final : public Model {
+class Gpt2Model final : public DecoderModel {
  public:
   // Binds weights from an open checkpoint, checking every tensor's presence and shape.
   static Result<std::unique_ptr<Gpt2Model>> create(ModelConfig config, Checkpoint checkpoint,
                                                    const LoadOptions& options);
 
   const ModelConfig& config() const override { return config_; }
-  Status forward(float* logits, std::span<const SequenceChunk> chunks, KvCache& cache,
-                 const Parallel& par) override;
   size_t weight_bytes() const override;
   std::string weight_dtype() const override { return dtype_name(weights_.wte.dtype); }
+
+ protected:
+  void prepare(size_t n_rows, const Parallel& par) override;
+  float* embed(std::span<const SequenceChunk> chunks) override;
+  void layer_forward(int layer, float* x, int n_rows, std::span<const SequenceChunk> chunks,
+                     KvCache& cache, const Parallel& par) override;
+  void final_norm(float* out, const float* x) const override;
+  const WeightMatrix& output_head() const override { return weights_.lm_head; }
 
  private:
   Gpt2Model(ModelConfig config, Checkpoint checkpoint)

@@ -11,14 +11,6 @@
 
 namespace kvlm {
 
-namespace {
-
-void ensure_size(std::vector<float>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-}
-
-}  // namespace
-
 void unpermute_rotary_rows(void* dst, const void* src, int n_heads, int head_dim,
                            size_t row_bytes) {
   const int half = head_dim / 2;
@@ -103,17 +95,9 @@ void LlamaModel::attention_block(int layer, std::span<const SequenceChunk> chunk
               state_.scratch.data(), c.n_ctx, par);
 }
 
-Status LlamaModel::forward(float* logits, std::span<const SequenceChunk> chunks, KvCache& cache,
-                           const Parallel& par) {
+void LlamaModel::prepare(size_t T, const Parallel& par) {
   const ModelConfig& c = config_.model;
-  KVLM_RETURN_IF_ERROR(validate_chunks(chunks, c));
-  for (const SequenceChunk& chunk : chunks)
-    KVLM_RETURN_IF_ERROR(
-        cache.check_reserved(chunk.seq, chunk.start_pos + static_cast<int>(chunk.tokens.size())));
-  const int C = c.n_embd, F = c.n_ff;
-  int n_rows = 0;
-  for (const SequenceChunk& chunk : chunks) n_rows += static_cast<int>(chunk.tokens.size());
-  const size_t T = n_rows;
+  const size_t C = c.n_embd, F = c.n_ff;
   ensure_size(state_.x, T * C);
   ensure_size(state_.xn, T * C);
   ensure_size(state_.q, T * c.q_dim());
@@ -123,47 +107,49 @@ Status LlamaModel::forward(float* logits, std::span<const SequenceChunk> chunks,
   ensure_size(state_.proj, T * C);
   ensure_size(state_.gate, T * F);
   ensure_size(state_.up, T * F);
-  ensure_size(state_.last, chunks.size() * C);
   ensure_size(state_.scratch, static_cast<size_t>(std::max(par.n_threads, 1)) * c.n_ctx);
-  const LlamaWeights& w = weights_;
+}
 
-  // x [T, C] = embed[token]
+float* LlamaModel::embed(std::span<const SequenceChunk> chunks) {
+  // x [T, C] = embed[token] (positions enter through RoPE, in attention)
+  const int C = config_.model.n_embd;
   size_t r = 0;
   for (const SequenceChunk& chunk : chunks) {
     for (size_t t = 0; t < chunk.tokens.size(); ++t, ++r) {
       float* x = state_.x.data() + r * C;
       const size_t row = static_cast<size_t>(chunk.tokens[t]) * C;
-      for (int i = 0; i < C; ++i) x[i] = load_as_f32(w.embed.data, w.embed.dtype, row + i);
+      for (int i = 0; i < C; ++i)
+        x[i] = load_as_f32(weights_.embed.data, weights_.embed.dtype, row + i);
     }
   }
-  float* x = state_.x.data();
-  for (int l = 0; l < c.n_layer; ++l) {
-    const LlamaLayer& L = w.layers[l];
-    // x = x + wo(attention(rope(wq xn), rope(wk xn), wv xn)), xn = rmsnorm(x)
-    rmsnorm_forward(state_.xn.data(), x, L.attn_norm, n_rows, C, c.norm_eps);
-    matmul_forward(state_.q.data(), state_.xn.data(), L.wq, L.bq, n_rows, par);
-    matmul_forward(state_.k.data(), state_.xn.data(), L.wk, L.bk, n_rows, par);
-    matmul_forward(state_.v.data(), state_.xn.data(), L.wv, L.bv, n_rows, par);
-    attention_block(l, chunks, cache, par);
-    matmul_forward(state_.proj.data(), state_.att.data(), L.wo, L.bo, n_rows, par);
-    for (size_t i = 0; i < T * C; ++i) x[i] += state_.proj[i];
-    // x = x + w2(silu(w1 xn) * w3 xn), xn = rmsnorm(x)
-    rmsnorm_forward(state_.xn.data(), x, L.ffn_norm, n_rows, C, c.norm_eps);
-    matmul_forward(state_.gate.data(), state_.xn.data(), L.w1, L.b1, n_rows, par);
-    matmul_forward(state_.up.data(), state_.xn.data(), L.w3, L.b3, n_rows, par);
-    swiglu_forward(state_.gate.data(), state_.gate.data(), state_.up.data(), T * F);
-    matmul_forward(state_.proj.data(), state_.gate.data(), L.w2, L.b2, n_rows, par);
-    for (size_t i = 0; i < T * C; ++i) x[i] += state_.proj[i];
-  }
-  // Only each chunk's last position needs logits: the final norm and the head run on those rows.
-  r = 0;
-  for (size_t k = 0; k < chunks.size(); ++k) {
-    r += chunks[k].tokens.size();
-    rmsnorm_forward(state_.last.data() + k * C, x + (r - 1) * C, w.final_norm, 1, C, c.norm_eps);
-  }
-  matmul_forward(logits, state_.last.data(), w.lm_head, nullptr, static_cast<int>(chunks.size()),
-                 par);
-  return Status::ok();
+  return state_.x.data();
+}
+
+void LlamaModel::layer_forward(int l, float* x, int n_rows, std::span<const SequenceChunk> chunks,
+                               KvCache& cache, const Parallel& par) {
+  const ModelConfig& c = config_.model;
+  const int C = c.n_embd;
+  const size_t T = n_rows, F = c.n_ff;
+  const LlamaLayer& L = weights_.layers[l];
+  // x = x + wo(attention(rope(wq xn), rope(wk xn), wv xn)), xn = rmsnorm(x)
+  rmsnorm_forward(state_.xn.data(), x, L.attn_norm, n_rows, C, c.norm_eps);
+  matmul_forward(state_.q.data(), state_.xn.data(), L.wq, L.bq, n_rows, par);
+  matmul_forward(state_.k.data(), state_.xn.data(), L.wk, L.bk, n_rows, par);
+  matmul_forward(state_.v.data(), state_.xn.data(), L.wv, L.bv, n_rows, par);
+  attention_block(l, chunks, cache, par);
+  matmul_forward(state_.proj.data(), state_.att.data(), L.wo, L.bo, n_rows, par);
+  for (size_t i = 0; i < T * C; ++i) x[i] += state_.proj[i];
+  // x = x + w2(silu(w1 xn) * w3 xn), xn = rmsnorm(x)
+  rmsnorm_forward(state_.xn.data(), x, L.ffn_norm, n_rows, C, c.norm_eps);
+  matmul_forward(state_.gate.data(), state_.xn.data(), L.w1, L.b1, n_rows, par);
+  matmul_forward(state_.up.data(), state_.xn.data(), L.w3, L.b3, n_rows, par);
+  swiglu_forward(state_.gate.data(), state_.gate.data(), state_.up.data(), T * F);
+  matmul_forward(state_.proj.data(), state_.gate.data(), L.w2, L.b2, n_rows, par);
+  for (size_t i = 0; i < T * C; ++i) x[i] += state_.proj[i];
+}
+
+void LlamaModel::final_norm(float* out, const float* x) const {
+  rmsnorm_forward(out, x, weights_.final_norm, 1, config_.model.n_embd, config_.model.norm_eps);
 }
 
 }  // namespace kvlm

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "model/checkpoint.h"
+#include "model/decoder_model.h"
 #include "model/gpt2.h"  // LoadOptions
 #include "model/llama_config.h"
 #include "model/model.h"
@@ -71,11 +72,10 @@ struct LlamaRunState {
   std::vector<float> proj;     // [T, C] output of wo or w2 before the residual add
   std::vector<float> gate;     // [T, F] w1 output, then silu(gate) * up
   std::vector<float> up;       // [T, F] w3 output
-  std::vector<float> last;     // [n_chunks, C] final-normed last position of each chunk
   std::vector<float> scratch;  // [n_threads, n_ctx] attention scores
 };
 
-class LlamaModel final : public Model {
+class LlamaModel final : public DecoderModel {
  public:
   // Takes bound weights (shapes already checked by the loader) and what keeps them alive.
   // `source` describes the checkpoint for messages.
@@ -87,10 +87,16 @@ class LlamaModel final : public Model {
   const LlamaConfig& llama_config() const { return config_; }
   const LlamaWeights& weights() const { return weights_; }
   const std::string& source() const { return source_; }
-  Status forward(float* logits, std::span<const SequenceChunk> chunks, KvCache& cache,
-                 const Parallel& par) override;
   size_t weight_bytes() const override;
   std::string weight_dtype() const override { return dtype_name(weights_.embed.dtype); }
+
+ protected:
+  void prepare(size_t n_rows, const Parallel& par) override;
+  float* embed(std::span<const SequenceChunk> chunks) override;
+  void layer_forward(int layer, float* x, int n_rows, std::span<const SequenceChunk> chunks,
+                     KvCache& cache, const Parallel& par) override;
+  void final_norm(float* out, const float* x) const override;
+  const WeightMatrix& output_head() const override { return weights_.lm_head; }
 
  private:
   LlamaModel(LlamaConfig config, LlamaWeights weights, std::unique_ptr<LlamaStorage> storage,
