@@ -36,7 +36,8 @@ std::vector<std::vector<int32_t>> make_prompts(const EngineBenchOptions& o, int 
                                                int longest) {
   std::mt19937_64 rng(o.seed);
   auto token = [&] { return static_cast<int32_t>(rng() % static_cast<uint64_t>(n_vocab)); };
-  std::vector<int32_t> prefix(std::min(o.shared_prefix, longest - 1));
+  // The prefix fits every prompt the workload allows (so a small --max-prompt shrinks it).
+  std::vector<int32_t> prefix(std::max(0, std::min({o.shared_prefix, longest, o.max_prompt}) - 1));
   for (int32_t& t : prefix) t = token();
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < o.n_requests; ++i) {
@@ -44,7 +45,7 @@ std::vector<std::vector<int32_t>> make_prompts(const EngineBenchOptions& o, int 
     std::vector<int32_t> p;
     if (i % 4 == 0) {  // a chat-style system prompt shared by a quarter of the requests
       p = prefix;
-      length = std::max(length, static_cast<int>(prefix.size()) + 16);
+      length = std::max(length, static_cast<int>(prefix.size()) + 1);
     }
     length = std::min(length, longest);
     while (static_cast<int>(p.size()) < length) p.push_back(token());
