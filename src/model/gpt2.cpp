@@ -36,6 +36,14 @@ Result<std::unique_ptr<Gpt2Model>> Gpt2Model::create(ModelConfig config, Checkpo
   return model;
 }
 
+std::unique_ptr<Gpt2Model> Gpt2Model::from_weights(ModelConfig config, Gpt2Weights weights,
+                                                   std::shared_ptr<const void> storage) {
+  std::unique_ptr<Gpt2Model> model(new Gpt2Model(config, Checkpoint()));
+  model->weights_ = std::move(weights);
+  model->storage_ = std::move(storage);
+  return model;
+}
+
 Status Gpt2Model::bind(const LoadOptions& options) {
   const int64_t C = config_.n_embd, V = config_.n_vocab, F = config_.n_ff;
   const auto convert = options.convert_weights;

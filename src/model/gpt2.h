@@ -62,6 +62,11 @@ class Gpt2Model final : public DecoderModel {
   // Binds weights from an open checkpoint, checking every tensor's presence and shape.
   static Result<std::unique_ptr<Gpt2Model>> create(ModelConfig config, Checkpoint checkpoint,
                                                    const LoadOptions& options);
+  // Takes weights another loader bound (a GGUF file's), and what keeps their storage alive.
+  static std::unique_ptr<Gpt2Model> from_weights(ModelConfig config, Gpt2Weights weights,
+                                                 std::shared_ptr<const void> storage);
+
+  const Gpt2Weights& weights() const { return weights_; }
 
   const ModelConfig& config() const override { return config_; }
   size_t weight_bytes() const override;
@@ -83,7 +88,8 @@ class Gpt2Model final : public DecoderModel {
                        const Parallel& par);
 
   ModelConfig config_;
-  Checkpoint checkpoint_;  // keeps the mapping alive
+  Checkpoint checkpoint_;                // keeps the mapping alive
+  std::shared_ptr<const void> storage_;  // from_weights: what the views point into
   OwnedTensors owned_;
   Gpt2Weights weights_;
   Gpt2RunState state_;

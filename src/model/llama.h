@@ -58,6 +58,7 @@ struct LlamaWeights {
 struct LlamaStorage {
   MappedFile file;
   std::optional<Checkpoint> checkpoint;
+  std::shared_ptr<const void> other;  // another loader's storage (a parsed GGUF file)
   OwnedTensors owned;
 };
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/dtype.h"
 #include "model/llama_config.h"
+#include "ops/dtype.h"
 
 namespace kvlm {
 

@@ -2,18 +2,35 @@
 
 #include <sys/stat.h>
 
+#include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "model/gguf_model.h"
 #include "model/llama2c.h"
 #include "model/llama_hf.h"
 #include "util/mapped_file.h"
 
 namespace kvlm {
 
+namespace {
+
+bool has_gguf_magic(const std::string& path) {
+  char magic[4] = {};
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  const bool ok = std::fread(magic, 1, 4, f) == 4 && std::memcmp(magic, "GGUF", 4) == 0;
+  std::fclose(f);
+  return ok;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOptions& options) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return Status::error(path + ": no such file or folder");
   if (!S_ISDIR(st.st_mode)) {
+    if (has_gguf_magic(path)) return load_gguf_model(path, options);
     if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".bin") == 0) {
       auto model = load_llama2c(path, options);  // llama2.c's model.bin
       if (!model) return model.status();
@@ -21,7 +38,7 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOpt
     }
     return Status::error(path +
                          ": expected a model folder holding config.json and "
-                         "model.safetensors, or a llama2.c model .bin file");
+                         "model.safetensors, a GGUF file or a llama2.c model .bin file");
   }
   const std::string config_path = path + "/config.json";
   auto text = read_text_file(config_path);

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "model/config.h"
-#include "ops/dtype.h"
 #include "model/gpt2.h"
+#include "ops/dtype.h"
 
 namespace kvlm {
 

@@ -43,6 +43,8 @@ class ByteLevelBpe final : public Tokenizer {
   const std::string& source() const override { return model_.source; }
 
   const MergeTable& merge_table() const { return merges_; }
+  // The vocabulary as loaded (tokens, merges by rank, pattern): what a GGUF writer stores.
+  const BpeModel& model() const { return model_; }
 
   // Encoding with the merge cache switched off, for tests and the benchmark.
   void set_cache_enabled(bool enabled) { cache_enabled_ = enabled; }

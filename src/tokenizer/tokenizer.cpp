@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "model/gguf_tokenizer.h"
 #include "tokenizer/bpe_files.h"
 #include "tokenizer/byte_level_bpe.h"
 #include "tokenizer/llama2c_tokenizer.h"
@@ -58,6 +59,9 @@ const std::vector<Format>& formats() {
          if (!t) return t.status();
          return std::unique_ptr<Tokenizer>(std::move(t.value()));
        }},
+      {{"model.gguf"},  // the tokenizer a GGUF model file carries (tokenizer.ggml.*)
+       ".gguf",
+       [](const auto& p) { return load_gguf_tokenizer(p[0]); }},
   };
   return formats;
 }

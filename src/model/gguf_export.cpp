@@ -1,0 +1,196 @@
+#include "model/gguf_export.h"
+
+#include <cstring>
+
+#include "model/gguf_writer.h"
+#include "model/llama.h"
+#include "model/quantize_weights.h"
+#include "ops/quant.h"
+#include "tokenizer/byte_level_bpe.h"
+#include "tokenizer/byte_unicode.h"
+#include "tokenizer/llama2c_tokenizer.h"
+
+namespace kvlm {
+
+namespace {
+
+std::vector<uint8_t> f32_bytes(const float* v, size_t n) {
+  std::vector<uint8_t> out(n * sizeof(float));
+  std::memcpy(out.data(), v, out.size());
+  return out;
+}
+
+class Exporter {
+ public:
+  Exporter(GgufWriter* w, DType type) : w_(w), type_(type) {}
+
+  Status matrix(const std::string& name, const WeightMatrix& m) {
+    auto bytes = weight_matrix_bytes(m, type_, "tensor '" + name + "'");
+    if (!bytes) return bytes.status();
+    w_->add_tensor(name, {m.n_in, m.n_out}, type_, std::move(bytes.value()));
+    return Status::ok();
+  }
+  void vector(const std::string& name, const float* v, int64_t n) {
+    w_->add_tensor(name, {n}, DType::kF32, f32_bytes(v, n));
+  }
+
+ private:
+  GgufWriter* w_;
+  DType type_;
+};
+
+void common_keys(GgufWriter* w, const std::string& arch, const ModelConfig& c, DType type) {
+  w->add_string("general.architecture", arch);
+  w->add_string("general.name", "kvlm convert");
+  if (dtype_is_quantized(type)) w->add_u32("general.quantization_version", 2);
+  w->add_u32(arch + ".context_length", c.n_ctx);
+  w->add_u32(arch + ".embedding_length", c.n_embd);
+  w->add_u32(arch + ".block_count", c.n_layer);
+  w->add_u32(arch + ".feed_forward_length", c.n_ff);
+  w->add_u32(arch + ".attention.head_count", c.n_head);
+  w->add_u32(arch + ".attention.head_count_kv", c.n_kv_head);
+}
+
+Status export_gpt2(GgufWriter* w, const Gpt2Model& model, DType type) {
+  const ModelConfig& c = model.config();
+  const Gpt2Weights& g = model.weights();
+  common_keys(w, "gpt2", c, type);
+  w->add_f32("gpt2.attention.layer_norm_epsilon", c.norm_eps);
+  Exporter e(w, type);
+  const int64_t C = c.n_embd, F = c.n_ff;
+  KVLM_RETURN_IF_ERROR(e.matrix("token_embd.weight", g.wte));
+  w->add_tensor("position_embd.weight", {C, c.n_ctx}, DType::kF32,
+                f32_bytes(g.wpe, static_cast<size_t>(C) * c.n_ctx));
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    const Gpt2Layer& L = g.layers[l];
+    e.vector(p + "attn_norm.weight", L.ln_1_weight, C);
+    e.vector(p + "attn_norm.bias", L.ln_1_bias, C);
+    KVLM_RETURN_IF_ERROR(e.matrix(p + "attn_qkv.weight", L.c_attn));
+    e.vector(p + "attn_qkv.bias", L.c_attn_bias, 3 * C);
+    KVLM_RETURN_IF_ERROR(e.matrix(p + "attn_output.weight", L.attn_c_proj));
+    e.vector(p + "attn_output.bias", L.attn_c_proj_bias, C);
+    e.vector(p + "ffn_norm.weight", L.ln_2_weight, C);
+    e.vector(p + "ffn_norm.bias", L.ln_2_bias, C);
+    KVLM_RETURN_IF_ERROR(e.matrix(p + "ffn_up.weight", L.c_fc));
+    e.vector(p + "ffn_up.bias", L.c_fc_bias, F);
+    KVLM_RETURN_IF_ERROR(e.matrix(p + "ffn_down.weight", L.mlp_c_proj));
+    e.vector(p + "ffn_down.bias", L.mlp_c_proj_bias, C);
+  }
+  e.vector("output_norm.weight", g.ln_f_weight, C);
+  e.vector("output_norm.bias", g.ln_f_bias, C);
+  if (!c.tied_embeddings) KVLM_RETURN_IF_ERROR(e.matrix("output.weight", g.lm_head));
+  return Status::ok();
+}
+
+Status export_llama(GgufWriter* w, const LlamaModel& model, DType type) {
+  const LlamaConfig& lc = model.llama_config();
+  const ModelConfig& c = lc.model;
+  if (lc.attention_bias || lc.mlp_bias || lc.sliding_window > 0 ||
+      lc.rope_scaling.kind == RopeScaling::Kind::kLlama3)
+    return Status::error(model.source() +
+                         ": biases, a sliding window and llama3 rope scaling have no GGUF "
+                         "writer in kvlm yet");
+  common_keys(w, "llama", c, type);
+  w->add_u32("llama.rope.dimension_count", c.head_dim);
+  if (c.head_dim * c.n_head != c.n_embd) {
+    w->add_u32("llama.attention.key_length", c.head_dim);
+    w->add_u32("llama.attention.value_length", c.head_dim);
+  }
+  w->add_f32("llama.rope.freq_base", c.rope_theta);
+  w->add_f32("llama.attention.layer_norm_rms_epsilon", c.norm_eps);
+  if (lc.rope_scaling.kind == RopeScaling::Kind::kLinear) {
+    w->add_string("llama.rope.scaling.type", "linear");
+    w->add_f32("llama.rope.scaling.factor", lc.rope_scaling.factor);
+  }
+  const LlamaWeights& g = model.weights();
+  Exporter e(w, type);
+  const int64_t C = c.n_embd;
+  KVLM_RETURN_IF_ERROR(e.matrix("token_embd.weight", g.embed));
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    const LlamaLayer& L = g.layers[l];
+    e.vector(p + "attn_norm.weight", L.attn_norm, C);
+    KVLM_RETURN_IF_ERROR(e.matrix(p + "attn_q.weight", L.wq));
+    KVLM_RETURN_IF_ERROR(e.matrix(p + "attn_k.weight", L.wk));
+    KVLM_RETURN_IF_ERROR(e.matrix(p + "attn_v.weight", L.wv));
+    KVLM_RETURN_IF_ERROR(e.matrix(p + "attn_output.weight", L.wo));
+    e.vector(p + "ffn_norm.weight", L.ffn_norm, C);
+    KVLM_RETURN_IF_ERROR(e.matrix(p + "ffn_gate.weight", L.w1));
+    KVLM_RETURN_IF_ERROR(e.matrix(p + "ffn_up.weight", L.w3));
+    KVLM_RETURN_IF_ERROR(e.matrix(p + "ffn_down.weight", L.w2));
+  }
+  e.vector("output_norm.weight", g.final_norm, C);
+  if (!c.tied_embeddings) KVLM_RETURN_IF_ERROR(e.matrix("output.weight", g.lm_head));
+  return Status::ok();
+}
+
+Status export_tokenizer(GgufWriter* w, const Tokenizer& t) {
+  if (const auto* bpe = dynamic_cast<const ByteLevelBpe*>(&t)) {
+    const BpeModel& m = bpe->model();
+    std::vector<std::string> tokens, merges;
+    std::vector<int32_t> types(m.tokens.size(), 1);
+    for (const std::string& bytes : m.tokens) tokens.push_back(bytes_to_byte_level(bytes));
+    for (const MergeRule& r : m.merges) merges.push_back(tokens[r.left] + " " + tokens[r.right]);
+    for (int32_t id : m.special_ids) types[id] = 3;
+    w->add_string("tokenizer.ggml.model", "gpt2");
+    w->add_string("tokenizer.ggml.pre", m.pretokenizer_pattern.empty() ? "gpt-2" : "llama-bpe");
+    w->add_string_array("tokenizer.ggml.tokens", tokens);
+    w->add_i32_array("tokenizer.ggml.token_type", types);
+    w->add_string_array("tokenizer.ggml.merges", merges);
+    if (m.bos_id) w->add_u32("tokenizer.ggml.bos_token_id", *m.bos_id);
+    if (m.eos_id) w->add_u32("tokenizer.ggml.eos_token_id", *m.eos_id);
+    w->add_bool("tokenizer.ggml.add_bos_token", bpe->add_bos());
+    return Status::ok();
+  }
+  if (const auto* sp = dynamic_cast<const Llama2cTokenizer*>(&t)) {
+    std::vector<std::string> tokens;
+    std::vector<float> scores;
+    std::vector<int32_t> types;
+    for (int32_t id = 0; id < sp->vocab_size(); ++id) {
+      std::string piece;
+      for (char ch : sp->piece(id))
+        piece += ch == ' ' ? std::string("\xE2\x96\x81") : std::string(1, ch);
+      tokens.push_back(std::move(piece));
+      scores.push_back(sp->score(id));
+      // SentencePiece's token types: 2 unknown, 3 control, 6 byte, 1 normal.
+      types.push_back(id == 0                                        ? 2
+                      : id <= 2                                      ? 3
+                      : id < Llama2cTokenizer::kFirstByteToken + 256 ? 6
+                                                                     : 1);
+    }
+    w->add_string("tokenizer.ggml.model", "llama");
+    w->add_string_array("tokenizer.ggml.tokens", tokens);
+    w->add_f32_array("tokenizer.ggml.scores", scores);
+    w->add_i32_array("tokenizer.ggml.token_type", types);
+    w->add_u32("tokenizer.ggml.bos_token_id", Llama2cTokenizer::kBos);
+    w->add_u32("tokenizer.ggml.eos_token_id", Llama2cTokenizer::kEos);
+    w->add_u32("tokenizer.ggml.unknown_token_id", 0);
+    w->add_bool("tokenizer.ggml.add_bos_token", true);
+    return Status::ok();
+  }
+  return Status::error(t.source() +
+                       ": kvlm writes byte-level BPE and llama2.c vocabularies into GGUF; this "
+                       "tokenizer is neither (convert without it: --no-tokenizer)");
+}
+
+}  // namespace
+
+Status write_gguf(const Model& model, const Tokenizer* tokenizer, DType type,
+                  const std::string& path) {
+  if (dtype_is_quantized(type) && type != DType::kQ8_0 && type != DType::kQ4_0)
+    return Status::error(std::string("--type ") + dtype_name(type) +
+                         ": kvlm writes f32, f16, bf16, q8_0 and q4_0");
+  GgufWriter w;
+  if (const auto* gpt2 = dynamic_cast<const Gpt2Model*>(&model)) {
+    KVLM_RETURN_IF_ERROR(export_gpt2(&w, *gpt2, type));
+  } else if (const auto* llama = dynamic_cast<const LlamaModel*>(&model)) {
+    KVLM_RETURN_IF_ERROR(export_llama(&w, *llama, type));
+  } else {
+    return Status::error("this model's architecture has no GGUF writer");
+  }
+  if (tokenizer) KVLM_RETURN_IF_ERROR(export_tokenizer(&w, *tokenizer));
+  return w.write(path);
+}
+
+}  // namespace kvlm

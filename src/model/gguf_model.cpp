@@ -1,0 +1,302 @@
+#include "model/gguf_model.h"
+
+#include <cstring>
+
+#include "model/llama.h"
+#include "model/quantize_weights.h"
+#include "ops/quant.h"
+
+namespace kvlm {
+
+namespace {
+
+// Largest context kvlm accepts from a file: attention scratch is sized by it.
+constexpr uint64_t kMaxContext = 1 << 20;
+
+struct GgufStorage {
+  GgufFile file;
+  OwnedTensors owned;
+};
+
+// Binds tensors of a parsed file into weight views, checking names, shapes and types.
+class GgufBinder {
+ public:
+  GgufBinder(GgufStorage* storage, const LoadOptions& options)
+      : f_(storage->file), owned_(&storage->owned), options_(options) {}
+
+  bool has(const std::string& name) const { return f_.tensor(name) != nullptr; }
+
+  // A tensor of shape ne (ggml order, ne[0] contiguous; missing trailing dims are 1).
+  Result<const GgufTensor*> require(const std::string& name, std::vector<int64_t> ne) const {
+    const GgufTensor* t = f_.tensor(name);
+    if (!t)
+      return Status::error(f_.source() + ": missing tensor '" + name + "'" + " of shape " +
+                           shape_string(ne));
+    ne.resize(4, 1);
+    if (!std::equal(ne.begin(), ne.end(), t->ne))
+      return Status::error(f_.where_tensor(name) + ": shape " +
+                           shape_string({t->ne, t->ne + std::max(t->n_dims, 1)}) + ", expected " +
+                           shape_string({ne.begin(), ne.begin() + 2}) +
+                           " (ggml order, ne[0] first)");
+    return t;
+  }
+
+  // An [n_out, n_in] matrix, in place when its type and alignment allow.
+  Status matrix(const std::string& name, int64_t n_out, int64_t n_in, WeightMatrix* out) {
+    auto t = require(name, {n_in, n_out});
+    if (!t) return t.status();
+    WeightMatrix m;
+    m.data = t.value()->data;
+    m.dtype = t.value()->dtype;
+    m.layout = WeightLayout::kOutIn;
+    m.n_in = static_cast<int>(n_in);
+    m.n_out = static_cast<int>(n_out);
+    const size_t align = m.dtype == DType::kF32 ? 4 : 2;
+    const bool aligned = reinterpret_cast<uintptr_t>(m.data) % align == 0;
+    const DType to = options_.convert_weights.value_or(m.dtype);
+    if (to == m.dtype && aligned) {
+      *out = m;
+      return Status::ok();
+    }
+    auto converted = convert_weight_matrix(m, to, owned_, f_.where_tensor(name));
+    if (!converted) return converted.status();
+    *out = converted.value();
+    return Status::ok();
+  }
+
+  // A vector of n values widened to an owned fp32 array.
+  Status vector(const std::string& name, int64_t n, const float** out) {
+    auto t = require(name, {n});
+    if (!t) return t.status();
+    float* dst = static_cast<float*>(owned_->allocate(sizeof(float) * n));
+    dequantize_row(dst, t.value()->data, t.value()->dtype, n);
+    *out = dst;
+    return Status::ok();
+  }
+
+ private:
+  const GgufFile& f_;
+  OwnedTensors* owned_;
+  const LoadOptions& options_;
+};
+
+// A hyperparameter `<arch>.<key>` as an int in [lo, hi]; `fallback` when absent (if given).
+Result<int> hparam(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi,
+                   std::optional<int64_t> fallback = std::nullopt) {
+  if (!f.find(key) && fallback) return static_cast<int>(*fallback);
+  auto v = f.get_uint(key);
+  if (!v) return v.status();
+  if (static_cast<int64_t>(v.value()) < lo || v.value() > static_cast<uint64_t>(hi))
+    return Status::error(f.where_key(key) + ": expected a value in [" + std::to_string(lo) + ", " +
+                         std::to_string(hi) + "], found " + std::to_string(v.value()));
+  return static_cast<int>(v.value());
+}
+
+Result<float> hparam_float(const GgufFile& f, const std::string& key, float fallback) {
+  if (!f.find(key)) return fallback;
+  auto v = f.get_float(key);
+  if (!v) return v.status();
+  if (!(v.value() > 0.0) || !(v.value() < 1e30))
+    return Status::error(f.where_key(key) + ": expected a positive finite number, found " +
+                         std::to_string(v.value()));
+  return static_cast<float>(v.value());
+}
+
+// The dimensions every architecture shares; n_vocab from token_embd.weight's rows.
+Status read_common(const GgufFile& f, const std::string& arch, ModelConfig* c) {
+  const GgufTensor* embd = f.tensor("token_embd.weight");
+  if (!embd) return Status::error(f.source() + ": missing tensor 'token_embd.weight'");
+  if (embd->n_dims != 2 || embd->ne[1] > INT32_MAX || embd->ne[1] < 1)
+    return Status::error(f.where_tensor("token_embd.weight") +
+                         ": expected 2 dimensions [n_embd, n_vocab]");
+  c->n_vocab = static_cast<int>(embd->ne[1]);
+  const int64_t n_tensors = static_cast<int64_t>(f.tensors().size());
+  auto n_ctx = hparam(f, arch + ".context_length", 1, kMaxContext);
+  auto n_embd = hparam(f, arch + ".embedding_length", 1, INT32_MAX);
+  // Each block has several tensors: a count above the file's tensors is refused before anything
+  // is sized from it.
+  auto n_layer = hparam(f, arch + ".block_count", 1, n_tensors);
+  auto n_head = hparam(f, arch + ".attention.head_count", 1, INT32_MAX);
+  auto n_ff = hparam(f, arch + ".feed_forward_length", 1, INT32_MAX);
+  for (const auto* r : {&n_ctx, &n_embd, &n_layer, &n_head, &n_ff})
+    if (!*r) return r->status();
+  c->n_ctx = n_ctx.value();
+  c->n_embd = n_embd.value();
+  c->n_layer = n_layer.value();
+  c->n_head = n_head.value();
+  c->n_ff = n_ff.value();
+  if (c->n_embd % c->n_head != 0 && !f.find(arch + ".attention.key_length"))
+    return Status::error(f.where_key(arch + ".attention.head_count") + ": expected a divisor of " +
+                         arch + ".embedding_length (" + std::to_string(c->n_embd) + "), found " +
+                         std::to_string(c->n_head) + " (the head size must be whole)");
+  c->head_dim = c->n_embd / c->n_head;
+  auto kv = hparam(f, arch + ".attention.head_count_kv", 1, c->n_head, c->n_head);
+  if (!kv) return kv.status();
+  c->n_kv_head = kv.value();
+  // Special tokens, checked against the vocabulary.
+  for (const char* key : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"}) {
+    if (!f.find(key)) continue;
+    auto id = hparam(f, key, 0, c->n_vocab - 1);
+    if (!id) return id.status();
+    if (std::string(key).find("bos") != std::string::npos) {
+      c->bos_token_id = id.value();
+    } else {
+      c->eos_token_id = id.value();
+      c->eos_token_ids = {id.value()};
+    }
+  }
+  return Status::ok();
+}
+
+std::string block(int l) {
+  return "blk." + std::to_string(l) + ".";
+}
+
+Result<std::unique_ptr<Model>> create_gpt2(std::shared_ptr<GgufStorage> storage,
+                                           const LoadOptions& options) {
+  const GgufFile& f = storage->file;
+  ModelConfig c;
+  c.arch = Architecture::kGpt2;
+  KVLM_RETURN_IF_ERROR(read_common(f, "gpt2", &c));
+  auto eps = hparam_float(f, "gpt2.attention.layer_norm_epsilon", 1e-5f);
+  if (!eps) return eps.status();
+  c.norm_eps = eps.value();
+  if (c.n_kv_head != c.n_head)
+    return Status::error(f.where_key("gpt2.attention.head_count_kv") + ": expected " +
+                         std::to_string(c.n_head) + " (GPT-2 has no grouped-query attention)");
+  KVLM_RETURN_IF_ERROR(validate_config(c, f.source()));
+  const int64_t C = c.n_embd, F = c.n_ff, V = c.n_vocab;
+  GgufBinder b(storage.get(), options);
+  Gpt2Weights w;
+  KVLM_RETURN_IF_ERROR(b.matrix("token_embd.weight", V, C, &w.wte));
+  {  // [n_ctx, C], widened to fp32
+    auto t = b.require("position_embd.weight", {C, c.n_ctx});
+    if (!t) return t.status();
+    float* pe = static_cast<float*>(storage->owned.allocate(sizeof(float) * C * c.n_ctx));
+    dequantize_row(pe, t.value()->data, t.value()->dtype, C * c.n_ctx);
+    w.wpe = pe;
+  }
+  w.layers.resize(c.n_layer);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = block(l);
+    Gpt2Layer& L = w.layers[l];
+    KVLM_RETURN_IF_ERROR(b.vector(p + "attn_norm.weight", C, &L.ln_1_weight));
+    KVLM_RETURN_IF_ERROR(b.vector(p + "attn_norm.bias", C, &L.ln_1_bias));
+    KVLM_RETURN_IF_ERROR(b.matrix(p + "attn_qkv.weight", 3 * C, C, &L.c_attn));
+    KVLM_RETURN_IF_ERROR(b.vector(p + "attn_qkv.bias", 3 * C, &L.c_attn_bias));
+    KVLM_RETURN_IF_ERROR(b.matrix(p + "attn_output.weight", C, C, &L.attn_c_proj));
+    KVLM_RETURN_IF_ERROR(b.vector(p + "attn_output.bias", C, &L.attn_c_proj_bias));
+    KVLM_RETURN_IF_ERROR(b.vector(p + "ffn_norm.weight", C, &L.ln_2_weight));
+    KVLM_RETURN_IF_ERROR(b.vector(p + "ffn_norm.bias", C, &L.ln_2_bias));
+    KVLM_RETURN_IF_ERROR(b.matrix(p + "ffn_up.weight", F, C, &L.c_fc));
+    KVLM_RETURN_IF_ERROR(b.vector(p + "ffn_up.bias", F, &L.c_fc_bias));
+    KVLM_RETURN_IF_ERROR(b.matrix(p + "ffn_down.weight", C, F, &L.mlp_c_proj));
+    KVLM_RETURN_IF_ERROR(b.vector(p + "ffn_down.bias", C, &L.mlp_c_proj_bias));
+  }
+  KVLM_RETURN_IF_ERROR(b.vector("output_norm.weight", C, &w.ln_f_weight));
+  KVLM_RETURN_IF_ERROR(b.vector("output_norm.bias", C, &w.ln_f_bias));
+  c.tied_embeddings = !b.has("output.weight");
+  if (c.tied_embeddings) {
+    w.lm_head = w.wte;
+  } else {
+    KVLM_RETURN_IF_ERROR(b.matrix("output.weight", V, C, &w.lm_head));
+  }
+  return std::unique_ptr<Model>(Gpt2Model::from_weights(c, std::move(w), std::move(storage)));
+}
+
+Result<std::unique_ptr<Model>> create_llama(std::shared_ptr<GgufStorage> storage,
+                                            const LoadOptions& options) {
+  const GgufFile& f = storage->file;
+  LlamaConfig config;
+  ModelConfig& c = config.model;
+  c.arch = Architecture::kLlama;
+  KVLM_RETURN_IF_ERROR(read_common(f, "llama", &c));
+  auto eps = hparam_float(f, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  auto theta = hparam_float(f, "llama.rope.freq_base", 10000.0f);
+  if (!eps) return eps.status();
+  if (!theta) return theta.status();
+  c.norm_eps = eps.value();
+  c.rope_theta = theta.value();
+  auto key_length = hparam(f, "llama.attention.key_length", 1, INT32_MAX, c.head_dim);
+  auto rope_dims = hparam(f, "llama.rope.dimension_count", 1, INT32_MAX, c.head_dim);
+  if (!key_length) return key_length.status();
+  if (!rope_dims) return rope_dims.status();
+  c.head_dim = key_length.value();
+  if (rope_dims.value() != c.head_dim)
+    return Status::error(f.where_key("llama.rope.dimension_count") + ": expected " +
+                         std::to_string(c.head_dim) +
+                         " (the head size; partial rotary embeddings are not supported), found " +
+                         std::to_string(rope_dims.value()));
+  if (f.find("llama.rope.scaling.type")) {
+    auto type = f.get_string("llama.rope.scaling.type");
+    if (!type) return type.status();
+    if (type.value() == "linear") {
+      auto factor = hparam_float(f, "llama.rope.scaling.factor", 1.0f);
+      if (!factor) return factor.status();
+      config.rope_scaling.kind = RopeScaling::Kind::kLinear;
+      config.rope_scaling.factor = factor.value();
+    } else if (type.value() != "none") {
+      return Status::error(f.where_key("llama.rope.scaling.type") + ": \"" +
+                           std::string(type.value()) +
+                           "\" is not supported (supported: none, linear)");
+    }
+  }
+  if (f.tensor("rope_freqs.weight"))
+    return Status::error(f.where_tensor("rope_freqs.weight") +
+                         ": per-frequency rope factors (Llama 3.1 scaling) are not supported");
+  KVLM_RETURN_IF_ERROR(validate_llama_config(config, f.source()));
+  const int64_t C = c.n_embd, F = c.n_ff, V = c.n_vocab, Q = c.q_dim(), KV = c.kv_dim();
+  GgufBinder b(storage.get(), options);
+  LlamaWeights w;
+  KVLM_RETURN_IF_ERROR(b.matrix("token_embd.weight", V, C, &w.embed));
+  w.layers.resize(c.n_layer);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = block(l);
+    LlamaLayer& L = w.layers[l];
+    KVLM_RETURN_IF_ERROR(b.vector(p + "attn_norm.weight", C, &L.attn_norm));
+    KVLM_RETURN_IF_ERROR(b.matrix(p + "attn_q.weight", Q, C, &L.wq));
+    KVLM_RETURN_IF_ERROR(b.matrix(p + "attn_k.weight", KV, C, &L.wk));
+    KVLM_RETURN_IF_ERROR(b.matrix(p + "attn_v.weight", KV, C, &L.wv));
+    KVLM_RETURN_IF_ERROR(b.matrix(p + "attn_output.weight", C, Q, &L.wo));
+    KVLM_RETURN_IF_ERROR(b.vector(p + "ffn_norm.weight", C, &L.ffn_norm));
+    KVLM_RETURN_IF_ERROR(b.matrix(p + "ffn_gate.weight", F, C, &L.w1));
+    KVLM_RETURN_IF_ERROR(b.matrix(p + "ffn_up.weight", F, C, &L.w3));
+    KVLM_RETURN_IF_ERROR(b.matrix(p + "ffn_down.weight", C, F, &L.w2));
+  }
+  KVLM_RETURN_IF_ERROR(b.vector("output_norm.weight", C, &w.final_norm));
+  c.tied_embeddings = !b.has("output.weight");
+  if (c.tied_embeddings) {
+    w.lm_head = w.embed;
+  } else {
+    KVLM_RETURN_IF_ERROR(b.matrix("output.weight", V, C, &w.lm_head));
+  }
+  auto llama_storage = std::make_unique<LlamaStorage>();
+  const std::string source = f.source() + " (GGUF)";
+  llama_storage->other = std::move(storage);
+  auto model =
+      LlamaModel::create(std::move(config), std::move(w), std::move(llama_storage), source);
+  if (!model) return model.status();
+  return std::unique_ptr<Model>(std::move(model.value()));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> create_gguf_model(GgufFile file, const LoadOptions& options) {
+  auto storage = std::make_shared<GgufStorage>(GgufStorage{std::move(file), {}});
+  const GgufFile& f = storage->file;
+  auto arch = f.get_string("general.architecture");
+  if (!arch) return arch.status();
+  if (arch.value() == "gpt2") return create_gpt2(std::move(storage), options);
+  if (arch.value() == "llama") return create_llama(std::move(storage), options);
+  return Status::error(f.where_key("general.architecture") + ": \"" + std::string(arch.value()) +
+                       "\" is not supported (supported: " + kGgufArchitectures + ")");
+}
+
+Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path,
+                                               const LoadOptions& options) {
+  auto file = GgufFile::open(path);
+  if (!file) return file.status();
+  return create_gguf_model(std::move(file.value()), options);
+}
+
+}  // namespace kvlm

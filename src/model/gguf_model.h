@@ -1,0 +1,25 @@
+// Models from GGUF files: architectures "gpt2" and "llama" (Llama 2/3, Mistral, TinyLlama,
+// llama2.c conversions), hyperparameters from the `<arch>.*` keys, tensors used in place from
+// the mapping (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K; misaligned ones are copied). Every
+// matrix is ggml's [n_out, n_in] (WeightLayout::kOutIn). Llama's q/k rows are stored in the
+// original (Meta / run.c) pair order, which is what kvlm's RoPE rotates: no permutation.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "model/gguf.h"
+#include "model/gpt2.h"
+#include "model/model.h"
+
+namespace kvlm {
+
+// Architectures and their tensor names, for messages and for the writer.
+inline constexpr const char* kGgufArchitectures = "gpt2, llama";
+
+Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path, const LoadOptions& options);
+// The same from a parsed file (tests, the fuzz target). The model keeps `file` alive; a file
+// parsed from a caller's buffer needs that buffer to outlive the model.
+Result<std::unique_ptr<Model>> create_gguf_model(GgufFile file, const LoadOptions& options);
+
+}  // namespace kvlm

@@ -1,0 +1,69 @@
+#include "model/quantize_weights.h"
+
+#include <cstring>
+
+#include "ops/quant.h"
+
+namespace kvlm {
+
+bool store_row(std::vector<uint8_t>* out, const float* row, size_t n, DType to) {
+  const size_t at = out->size();
+  out->resize(at + dtype_bytes(to, n));
+  uint8_t* dst = out->data() + at;
+  switch (to) {
+    case DType::kF32:
+      std::memcpy(dst, row, n * 4);
+      return true;
+    case DType::kF16:
+    case DType::kBF16:
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t h = to == DType::kF16 ? f32_to_f16(row[i]) : f32_to_bf16(row[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      return true;
+    default:
+      return quantize_row(dst, row, to, n);
+  }
+}
+
+Result<std::vector<uint8_t>> weight_matrix_bytes(const WeightMatrix& m, DType to,
+                                                 const std::string& name) {
+  const size_t n_in = m.n_in, n_out = m.n_out;
+  const size_t block = dtype_block_elements(to);
+  if (n_in % block != 0)
+    return Status::error(name + ": " + dtype_name(to) + " stores rows in blocks of " +
+                         std::to_string(block) + " values, but the matrix's input width is " +
+                         std::to_string(n_in));
+  if (dtype_is_quantized(to) && to != DType::kQ8_0 && to != DType::kQ4_0)
+    return Status::error(name + ": kvlm quantizes to q8_0 and q4_0 only, not " +
+                         std::string(dtype_name(to)));
+  std::vector<uint8_t> out;
+  out.reserve(dtype_bytes(to, n_in * n_out));
+  std::vector<float> row(n_in);
+  const size_t row_bytes = dtype_bytes(m.dtype, n_in);
+  for (size_t o = 0; o < n_out; ++o) {
+    if (m.layout == WeightLayout::kOutIn) {
+      dequantize_row(row.data(), static_cast<const uint8_t*>(m.data) + o * row_bytes, m.dtype,
+                     n_in);
+    } else {  // kInOut: plain types only
+      for (size_t i = 0; i < n_in; ++i) row[i] = load_as_f32(m.data, m.dtype, i * n_out + o);
+    }
+    store_row(&out, row.data(), n_in, to);
+  }
+  return out;
+}
+
+Result<WeightMatrix> convert_weight_matrix(const WeightMatrix& m, DType to, OwnedTensors* owned,
+                                           const std::string& name) {
+  auto bytes = weight_matrix_bytes(m, to, name);
+  if (!bytes) return bytes.status();
+  void* dst = owned->allocate(bytes->size());
+  std::memcpy(dst, bytes->data(), bytes->size());
+  WeightMatrix out = m;
+  out.data = dst;
+  out.dtype = to;
+  out.layout = WeightLayout::kOutIn;
+  return out;
+}
+
+}  // namespace kvlm

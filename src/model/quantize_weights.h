@@ -1,0 +1,27 @@
+// Converting a weight matrix to another storage type at load (`--weights q8_0|q4_0|f16|...`,
+// GGUF files whose tensors need another type or are misaligned) and for `kvlm convert`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/checkpoint.h"
+
+namespace kvlm {
+
+// `m` stored as `to`, in owned memory, always in WeightLayout::kOutIn ([n_out, n_in] rows, the
+// only layout block-quantized types have): a kInOut matrix is transposed. Each output row is
+// widened to fp32 (dequantized) and then rounded or quantized to `to` (quant.h's reference
+// quantizers). `name` appears in errors (n_in not a whole number of blocks).
+Result<WeightMatrix> convert_weight_matrix(const WeightMatrix& m, DType to, OwnedTensors* owned,
+                                           const std::string& name);
+
+// The bytes of `m` as `to` in [n_out, n_in] order (what a GGUF file stores).
+Result<std::vector<uint8_t>> weight_matrix_bytes(const WeightMatrix& m, DType to,
+                                                 const std::string& name);
+
+// n fp32 values stored as `to` (plain or Q8_0/Q4_0), appended to `out`.
+bool store_row(std::vector<uint8_t>* out, const float* row, size_t n, DType to);
+
+}  // namespace kvlm
