@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "model/quantize_weights.h"
 #include "util/mapped_file.h"
 
 namespace kvlm {
@@ -124,6 +125,12 @@ Result<WeightMatrix> Checkpoint::matrix(const std::string& name,
                                         int cols, WeightLayout layout,
                                         std::optional<DType> convert_to,
                                         OwnedTensors* owned) const {
+  if (convert_to && dtype_is_quantized(*convert_to)) {  // --weights q8_0|q4_0
+    auto plain = matrix(name, prefixes, rows, cols, layout, std::nullopt, owned);
+    if (!plain) return plain.status();
+    return convert_matrix_on_load(plain.value(), *convert_to, owned,
+                                  description_ + ": tensor '" + name + "'");
+  }
   auto entry = require(name, prefixes, {rows, cols});
   if (!entry) return entry.status();
   const SafetensorsEntry* e = entry.value();

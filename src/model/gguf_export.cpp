@@ -24,10 +24,14 @@ class Exporter {
  public:
   Exporter(GgufWriter* w, DType type) : w_(w), type_(type) {}
 
+  // Quantized types need whole blocks per row; other matrices keep their (plain) type, as
+  // loading with --weights does (convert_matrix_on_load), so both give the same bits.
   Status matrix(const std::string& name, const WeightMatrix& m) {
-    auto bytes = weight_matrix_bytes(m, type_, "tensor '" + name + "'");
+    const bool whole_blocks = m.n_in % dtype_block_elements(type_) == 0;
+    const DType type = whole_blocks ? type_ : m.dtype;
+    auto bytes = weight_matrix_bytes(m, type, "tensor '" + name + "'");
     if (!bytes) return bytes.status();
-    w_->add_tensor(name, {m.n_in, m.n_out}, type_, std::move(bytes.value()));
+    w_->add_tensor(name, {m.n_in, m.n_out}, type, std::move(bytes.value()));
     return Status::ok();
   }
   void vector(const std::string& name, const float* v, int64_t n) {

@@ -58,7 +58,8 @@ class GgufBinder {
       *out = m;
       return Status::ok();
     }
-    auto converted = convert_weight_matrix(m, to, owned_, f_.where_tensor(name));
+    auto converted = to == m.dtype ? convert_weight_matrix(m, to, owned_, f_.where_tensor(name))
+                                   : convert_matrix_on_load(m, to, owned_, f_.where_tensor(name));
     if (!converted) return converted.status();
     *out = converted.value();
     return Status::ok();

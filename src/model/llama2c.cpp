@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "model/quantize_weights.h"
+
 namespace kvlm {
 
 namespace {
@@ -46,6 +48,10 @@ Llama2cLayout layout_of(const Llama2cHeader& h) {
 // Copies or converts a matrix into owned memory of dtype `to` (for --weights).
 WeightMatrix convert(const WeightMatrix& m, DType to, OwnedTensors* owned) {
   if (m.dtype == to) return m;
+  if (dtype_is_quantized(to)) {  // cannot fail: widths that are not whole blocks stay F32
+    auto q = convert_matrix_on_load(m, to, owned, "llama2.c matrix");
+    return q ? q.value() : m;
+  }
   const size_t n = static_cast<size_t>(m.n_in) * m.n_out;
   void* dst = owned->allocate(n * dtype_size(to));
   for (size_t i = 0; i < n; ++i) {

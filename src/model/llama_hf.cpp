@@ -29,7 +29,7 @@ class Binder {
   Status rotary_matrix(const std::string& name, int n_heads, int cols, WeightMatrix* out) {
     const int D = config_.model.head_dim;
     KVLM_RETURN_IF_ERROR(matrix(name, n_heads * D, cols, out));
-    const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(out->dtype);
+    const size_t row_bytes = dtype_bytes(out->dtype, cols);  // whole blocks: rows move intact
     void* dst = owned_->allocate(row_bytes * n_heads * D);
     unpermute_rotary_rows(dst, out->data, n_heads, D, row_bytes);
     out->data = dst;

@@ -66,4 +66,11 @@ Result<WeightMatrix> convert_weight_matrix(const WeightMatrix& m, DType to, Owne
   return out;
 }
 
+Result<WeightMatrix> convert_matrix_on_load(const WeightMatrix& m, DType to, OwnedTensors* owned,
+                                            const std::string& name) {
+  if (m.dtype == to) return m;
+  if (dtype_is_quantized(to) && m.n_in % dtype_block_elements(to) != 0) return m;
+  return convert_weight_matrix(m, to, owned, name);
+}
+
 }  // namespace kvlm

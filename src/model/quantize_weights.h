@@ -17,6 +17,12 @@ namespace kvlm {
 Result<WeightMatrix> convert_weight_matrix(const WeightMatrix& m, DType to, OwnedTensors* owned,
                                            const std::string& name);
 
+// What a loader does for `--weights TYPE`: convert_weight_matrix, except that a matrix whose
+// input width is not a whole number of `to`'s blocks (stories260K's 172-wide w2 for Q8_0) stays
+// as it is, as llama.cpp's quantizer falls back for such tensors.
+Result<WeightMatrix> convert_matrix_on_load(const WeightMatrix& m, DType to, OwnedTensors* owned,
+                                            const std::string& name);
+
 // The bytes of `m` as `to` in [n_out, n_in] order (what a GGUF file stores).
 Result<std::vector<uint8_t>> weight_matrix_bytes(const WeightMatrix& m, DType to,
                                                  const std::string& name);

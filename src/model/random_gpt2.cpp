@@ -109,10 +109,17 @@ Status write_random_gpt2(const std::string& dir, const ModelConfig& config,
 
 Result<std::unique_ptr<Gpt2Model>> make_random_gpt2(const ModelConfig& config,
                                                     const RandomGpt2Options& options) {
-  auto file = SafetensorsFile::from_bytes(random_gpt2_safetensors(config, options),
+  // Quantized types: made in F32 and quantized at load, as `--weights q8_0` does.
+  RandomGpt2Options stored = options;
+  LoadOptions load;
+  if (dtype_is_quantized(options.dtype)) {
+    stored.dtype = DType::kF32;
+    load.convert_weights = options.dtype;
+  }
+  auto file = SafetensorsFile::from_bytes(random_gpt2_safetensors(config, stored),
                                           "<random GPT-2 in memory>");
   if (!file) return file.status();
-  return Gpt2Model::create(config, Checkpoint::from_file(std::move(file.value())), LoadOptions{});
+  return Gpt2Model::create(config, Checkpoint::from_file(std::move(file.value())), load);
 }
 
 }  // namespace kvlm

@@ -19,6 +19,10 @@
 // On the fma targets these orders do not depend on the vector width, so AVX2, AVX-512 and
 // NEON give the same bits.
 //
+// Block-quantized weights (Q8_0, Q4_0, Q4_K, Q6_K; always kOutIn) are dequantized to fp32 in
+// chunks inside the kernel (matmul_quant_simd.cpp) and reduced in the kOutIn order: the bits
+// of the F32 kOutIn matmul on the dequantized matrix.
+//
 // Dimension letters: T rows (tokens), I = n_in, O = n_out.
 #pragma once
 

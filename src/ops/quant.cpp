@@ -8,63 +8,12 @@ namespace kvlm {
 
 namespace {
 
-void dequantize_q8_0(float* y, const BlockQ8_0& b) {
-  const float d = f16_to_f32(b.d);
-  for (int j = 0; j < 32; ++j) y[j] = b.q[j] * d;
-}
-
-void dequantize_q4_0(float* y, const BlockQ4_0& b) {
-  const float d = f16_to_f32(b.d);
-  for (int j = 0; j < 16; ++j) {
-    y[j] = ((b.qs[j] & 0x0F) - 8) * d;
-    y[j + 16] = ((b.qs[j] >> 4) - 8) * d;
-  }
-}
-
-void dequantize_q4_k(float* y, const BlockQ4_K& b) {
-  const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
-  const uint8_t* q = b.qs;
-  for (int j = 0; j < 4; ++j, q += 32, y += 64) {  // 64 values per 32 bytes of qs
-    uint8_t sc, m;
-    q4_k_scale_min(2 * j, b.scales, &sc, &m);
-    const float d1 = d * sc, m1 = dmin * m;
-    q4_k_scale_min(2 * j + 1, b.scales, &sc, &m);
-    const float d2 = d * sc, m2 = dmin * m;
-    for (int l = 0; l < 32; ++l) y[l] = d1 * (q[l] & 0xF) - m1;
-    for (int l = 0; l < 32; ++l) y[l + 32] = d2 * (q[l] >> 4) - m2;
-  }
-}
-
-void dequantize_q6_k(float* y, const BlockQ6_K& b) {
-  const float d = f16_to_f32(b.d);
-  const uint8_t* ql = b.ql;
-  const uint8_t* qh = b.qh;
-  const int8_t* sc = b.scales;
-  for (int n = 0; n < 2; ++n, y += 128, ql += 64, qh += 32, sc += 8) {
-    for (int l = 0; l < 32; ++l) {
-      const int is = l / 16;
-      const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-      const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-      const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-      const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-      y[l] = d * sc[is] * q1;
-      y[l + 32] = d * sc[is + 2] * q2;
-      y[l + 64] = d * sc[is + 4] * q3;
-      y[l + 96] = d * sc[is + 6] * q4;
-    }
-  }
-}
-
-// Calls f(y, block) for each block of n values at src, blocks copied out (the mapping gives
-// no alignment guarantee for the 2-byte scales).
+// Calls f(y, block bytes) for each block of n values at src.
 template <typename Block, typename F>
 void for_each_block(float* dst, const void* src, size_t n, size_t block_values, F f) {
   const auto* bytes = static_cast<const uint8_t*>(src);
-  for (size_t i = 0; i < n / block_values; ++i) {
-    Block b;
-    std::memcpy(&b, bytes + i * sizeof(Block), sizeof(Block));
-    f(dst + i * block_values, b);
-  }
+  for (size_t i = 0; i < n / block_values; ++i)
+    f(dst + i * block_values, bytes + i * sizeof(Block));
 }
 
 }  // namespace
@@ -77,13 +26,13 @@ void dequantize_row(float* dst, const void* src, DType type, size_t n) {
       for (size_t i = 0; i < n; ++i) dst[i] = load_as_f32(src, type, i);
       return;
     case DType::kQ8_0:
-      return for_each_block<BlockQ8_0>(dst, src, n, 32, dequantize_q8_0);
+      return for_each_block<BlockQ8_0>(dst, src, n, 32, dequantize_block_q8_0);
     case DType::kQ4_0:
-      return for_each_block<BlockQ4_0>(dst, src, n, 32, dequantize_q4_0);
+      return for_each_block<BlockQ4_0>(dst, src, n, 32, dequantize_block_q4_0);
     case DType::kQ4_K:
-      return for_each_block<BlockQ4_K>(dst, src, n, 256, dequantize_q4_k);
+      return for_each_block<BlockQ4_K>(dst, src, n, 256, dequantize_block_q4_k);
     case DType::kQ6_K:
-      return for_each_block<BlockQ6_K>(dst, src, n, 256, dequantize_q6_k);
+      return for_each_block<BlockQ6_K>(dst, src, n, 256, dequantize_block_q6_k);
   }
 }
 

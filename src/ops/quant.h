@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "ops/dtype.h"
 
@@ -58,6 +59,64 @@ inline void q4_k_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   } else {
     *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
     *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// One block's values, as ggml's dequantize_row_* computes them (fp32, products in the order
+// the layout comment above writes them). Inline so that the SIMD kernels compile them for their
+// own target; `src` need not be aligned.
+inline void dequantize_block_q8_0(float* y, const uint8_t* src) {
+  BlockQ8_0 b;
+  std::memcpy(&b, src, sizeof(b));
+  const float d = f16_to_f32(b.d);
+  for (int j = 0; j < 32; ++j) y[j] = b.q[j] * d;
+}
+
+inline void dequantize_block_q4_0(float* y, const uint8_t* src) {
+  BlockQ4_0 b;
+  std::memcpy(&b, src, sizeof(b));
+  const float d = f16_to_f32(b.d);
+  for (int j = 0; j < 16; ++j) {
+    y[j] = ((b.qs[j] & 0x0F) - 8) * d;
+    y[j + 16] = ((b.qs[j] >> 4) - 8) * d;
+  }
+}
+
+inline void dequantize_block_q4_k(float* y, const uint8_t* src) {
+  BlockQ4_K b;
+  std::memcpy(&b, src, sizeof(b));
+  const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
+  const uint8_t* q = b.qs;
+  for (int j = 0; j < 4; ++j, q += 32, y += 64) {  // 64 values per 32 bytes of qs
+    uint8_t sc, m;
+    q4_k_scale_min(2 * j, b.scales, &sc, &m);
+    const float d1 = d * sc, m1 = dmin * m;
+    q4_k_scale_min(2 * j + 1, b.scales, &sc, &m);
+    const float d2 = d * sc, m2 = dmin * m;
+    for (int l = 0; l < 32; ++l) y[l] = d1 * (q[l] & 0xF) - m1;
+    for (int l = 0; l < 32; ++l) y[l + 32] = d2 * (q[l] >> 4) - m2;
+  }
+}
+
+inline void dequantize_block_q6_k(float* y, const uint8_t* src) {
+  BlockQ6_K b;
+  std::memcpy(&b, src, sizeof(b));
+  const float d = f16_to_f32(b.d);
+  const uint8_t* ql = b.ql;
+  const uint8_t* qh = b.qh;
+  const int8_t* sc = b.scales;
+  for (int n = 0; n < 2; ++n, y += 128, ql += 64, qh += 32, sc += 8) {
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+      const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+      const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+      const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+      y[l] = d * sc[is] * q1;
+      y[l + 32] = d * sc[is + 2] * q2;
+      y[l + 64] = d * sc[is + 4] * q3;
+      y[l + 96] = d * sc[is + 6] * q4;
+    }
   }
 }
 

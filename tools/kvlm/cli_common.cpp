@@ -12,8 +12,9 @@ void add_model_flags(CLI::App* cmd, ModelFlags* flags, bool model_required) {
                                 "Model folder (Hugging Face: config.json + model.safetensors)");
   if (model_required) model->required();
   cmd->add_option("--weights", flags->weights,
-                  "Convert weight matrices on load to f32, f16 or bf16 (default: as stored)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+                  "Convert weight matrices on load to f32, f16, bf16, or quantize them to "
+                  "q8_0 or q4_0 (default: as stored)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"}));
   cmd->add_option("--threads", flags->threads, "Worker threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
 }

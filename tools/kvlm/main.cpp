@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   kvlm::cli::add_bench_command(app, &exit_code);
   kvlm::cli::add_perplexity_command(app, &exit_code);
   kvlm::cli::add_serve_command(app, &exit_code);
+  kvlm::cli::add_convert_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

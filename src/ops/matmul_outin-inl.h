@@ -1,0 +1,116 @@
+// The kOutIn dot-product tiles (matmul.h's 16-lane order), shared by the matmul kernels of
+// matmul_simd.cpp and the block-quantized ones of matmul_quant_simd.cpp. Include in a file
+// compiled per target, after hwy/foreach_target.h.
+
+// Per-target include guard: this file is included once per Highway target.
+#if defined(KVLM_OPS_MATMUL_OUTIN_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef KVLM_OPS_MATMUL_OUTIN_INL_H_
+#undef KVLM_OPS_MATMUL_OUTIN_INL_H_
+#else
+#define KVLM_OPS_MATMUL_OUTIN_INL_H_
+#endif
+
+#include <algorithm>
+
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+#include "ops/simd_weights-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kvlm {
+namespace HWY_NAMESPACE {
+namespace {
+
+// Vector registers the tiles may fill: 32 on AVX-512 and NEON, 16 on the others.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_NEON
+constexpr int kVecRegs = 32;
+#else
+constexpr int kVecRegs = 16;
+#endif
+
+using DD = hn::CappedTag<float, 16>;
+using VD = hn::Vec<DD>;
+constexpr size_t kDN = hn::MaxLanes(DD());
+constexpr int kDotVecs = static_cast<int>(16 / kDN);
+static_assert(16 % kDN == 0, "the 16 dot-product lanes must be whole vectors");
+
+// Tiles: outputs x rows, their accumulators kept within about half the registers.
+constexpr int kDotOuts1 = std::clamp(kVecRegs / 2 / kDotVecs, 1, 8);  // one row
+constexpr int kDotOutsN = 2;                                          // several rows
+constexpr int kDotRowsN = std::clamp((kVecRegs == 32 ? 16 : 12) / (2 * kDotVecs), 1, 4);
+
+// The fixed reduction of the 16 lanes (matmul.h).
+HWY_INLINE float SumLanes16(const VD* acc) {
+  const DD dd;
+  float s[16];
+  for (int k = 0; k < kDotVecs; ++k) hn::StoreU(acc[k], dd, s + k * kDN);
+  float t[8], u[4];
+  for (int l = 0; l < 8; ++l) t[l] = s[l] + s[l + 8];
+  for (int l = 0; l < 4; ++l) u[l] = t[l] + t[l + 4];
+  return (u[0] + u[2]) + (u[1] + u[3]);
+}
+
+// One 16-element step for RO outputs x RR rows; x rows at stride x_stride, weight rows at
+// stride w_stride.
+template <int RO, int RR, typename WT>
+HWY_INLINE void OutInStep(VD (&acc)[RO][RR][kDotVecs], const float* HWY_RESTRICT x, size_t x_stride,
+                          const WT* HWY_RESTRICT w, size_t w_stride) {
+  const DD dd;
+  for (int k = 0; k < kDotVecs; ++k) {
+    VD xv[RR];
+    for (int rr = 0; rr < RR; ++rr) xv[rr] = hn::LoadU(dd, x + rr * x_stride + k * kDN);
+    for (int ro = 0; ro < RO; ++ro) {
+      const VD wv = LoadWeights(dd, w + ro * w_stride + k * kDN);
+      for (int rr = 0; rr < RR; ++rr) acc[ro][rr][k] = hn::MulAdd(xv[rr], wv, acc[ro][rr][k]);
+    }
+  }
+}
+
+// out[r][o] for RO outputs starting at w's row o0 and RR rows of x.
+template <int RO, int RR, typename WT>
+HWY_INLINE void OutInTile(float* HWY_RESTRICT out, const float* HWY_RESTRICT x,
+                          const WT* HWY_RESTRICT w, const float* HWY_RESTRICT bias, size_t n_in,
+                          size_t n_out) {
+  const DD dd;
+  VD acc[RO][RR][kDotVecs];
+  for (int ro = 0; ro < RO; ++ro)
+    for (int rr = 0; rr < RR; ++rr)
+      for (int k = 0; k < kDotVecs; ++k) acc[ro][rr][k] = hn::Zero(dd);
+  const size_t n_main = n_in / 16 * 16;
+  // The rows of the next tile (the next RO outputs, right after these in memory) are fetched
+  // while these are read: the tiles are too short for the hardware prefetcher to ramp up.
+  for (size_t i = 0; i < n_main; i += 16) {
+    if ((i * sizeof(WT)) % 64 == 0)
+      for (int ro = 0; ro < RO; ++ro) hwy::Prefetch(w + (RO + ro) * n_in + i);
+    OutInStep<RO, RR>(acc, x + i, n_in, w + i, n_in);
+  }
+  if (n_main < n_in) {  // the last n_in % 16 elements, zero-padded to 16 lanes
+    float xt[RR][16] = {};
+    WT wt[RO][16] = {};
+    for (int rr = 0; rr < RR; ++rr) std::copy(x + rr * n_in + n_main, x + rr * n_in + n_in, xt[rr]);
+    for (int ro = 0; ro < RO; ++ro) std::copy(w + ro * n_in + n_main, w + ro * n_in + n_in, wt[ro]);
+    OutInStep<RO, RR>(acc, xt[0], 16, wt[0], 16);
+  }
+  for (int rr = 0; rr < RR; ++rr)
+    for (int ro = 0; ro < RO; ++ro) {
+      const float dot = SumLanes16(acc[ro][rr]);
+      out[rr * n_out + ro] = bias ? dot + bias[ro] : dot;
+    }
+}
+
+// RO outputs (w and bias already offset to the first) for all rows, RR rows at a time.
+template <int RO, int RR, typename WT>
+void OutInOutputs(float* out, const float* x, const WT* w, const float* bias, size_t n_rows,
+                  size_t n_in, size_t n_out) {
+  size_t r = 0;
+  for (; r + RR <= n_rows; r += RR)
+    OutInTile<RO, RR>(out + r * n_out, x + r * n_in, w, bias, n_in, n_out);
+  for (; r < n_rows; ++r) OutInTile<RO, 1>(out + r * n_out, x + r * n_in, w, bias, n_in, n_out);
+}
+
+}  // namespace
+}  // namespace HWY_NAMESPACE
+}  // namespace kvlm
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

@@ -1,0 +1,170 @@
+// Matmul over block-quantized weights (Q8_0, Q4_0, Q4_K, Q6_K), compiled once per Highway
+// target and dispatched at run time like matmul_simd.cpp.
+//
+// Numerics: each tile dequantizes a chunk of its weight rows to fp32 (ggml's formulas, the same
+// fp32 operations as ops/quant.h's reference, so the same bits), then runs matmul.h's kOutIn
+// 16-lane fma chains on it. So a quantized matmul gives exactly the bits of the F32 kOutIn
+// matmul on the dequantized matrix, on every target, and inherits its exactness contract: the
+// order of each output's reduction depends only on n_in and the target, never on the row
+// count, the batch or the threads. Activations stay fp32 (no 8-bit activation quantization).
+//
+// Quantized matrices are [n_out, n_in] (kOutIn) with n_in a whole number of blocks, so the
+// 16-lane steps never need a zero-padded tail.
+#include <omp.h>
+
+#include <algorithm>
+
+#include "ops/matmul_internal.h"
+#include "ops/quant.h"
+
+// Highway: simd_targets.h before any hwy header, then foreach_target.h re-includes this
+// file once per target (HWY_TARGET_INCLUDE).
+// clang-format off
+#include "ops/simd_targets.h"
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/matmul_quant_simd.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+// clang-format on
+#include "ops/matmul_outin-inl.h"
+#include "ops/simd_weights-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kvlm {
+namespace HWY_NAMESPACE {
+namespace {
+
+// Values of each weight row dequantized at once: a whole number of blocks of every type, and
+// with kVecRegs/2 rows the buffer stays in L1 (8 x 256 x 4 = 8 KB).
+constexpr size_t kChunk = 256;
+
+// The block dequantizers of ops/quant.h, inlined here so they are compiled for this target.
+template <DType kType>
+HWY_INLINE void DequantizeChunk(float* HWY_RESTRICT y, const uint8_t* HWY_RESTRICT src, size_t n) {
+  constexpr size_t kBlock = kType == DType::kQ8_0 || kType == DType::kQ4_0 ? 32 : 256;
+  constexpr size_t kBytes = kType == DType::kQ8_0   ? 34
+                            : kType == DType::kQ4_0 ? 18
+                            : kType == DType::kQ4_K ? 144
+                                                    : 210;
+  for (size_t b = 0; b < n / kBlock; ++b) {
+    if constexpr (kType == DType::kQ8_0) dequantize_block_q8_0(y + b * kBlock, src + b * kBytes);
+    if constexpr (kType == DType::kQ4_0) dequantize_block_q4_0(y + b * kBlock, src + b * kBytes);
+    if constexpr (kType == DType::kQ4_K) dequantize_block_q4_k(y + b * kBlock, src + b * kBytes);
+    if constexpr (kType == DType::kQ6_K) dequantize_block_q6_k(y + b * kBlock, src + b * kBytes);
+  }
+}
+
+// out[r][o] for RO outputs (weight rows at w, row_bytes apart) and RR rows of x.
+template <DType kType, int RO, int RR>
+HWY_INLINE void QuantTile(float* HWY_RESTRICT out, const float* HWY_RESTRICT x,
+                          const uint8_t* HWY_RESTRICT w, size_t row_bytes,
+                          const float* HWY_RESTRICT bias, size_t n_in, size_t n_out) {
+  const DD dd;
+  VD acc[RO][RR][kDotVecs];
+  for (int ro = 0; ro < RO; ++ro)
+    for (int rr = 0; rr < RR; ++rr)
+      for (int k = 0; k < kDotVecs; ++k) acc[ro][rr][k] = hn::Zero(dd);
+  HWY_ALIGN float buf[RO][kChunk];
+  for (size_t c0 = 0; c0 < n_in; c0 += kChunk) {
+    const size_t kc = std::min(kChunk, n_in - c0);
+    const size_t byte0 = c0 / dtype_block_elements(kType) * dtype_block_bytes(kType);
+    for (int ro = 0; ro < RO; ++ro) {
+      const uint8_t* row = w + ro * row_bytes + byte0;
+      hwy::Prefetch(row + RO * row_bytes);  // the next tile's rows
+      DequantizeChunk<kType>(buf[ro], row, kc);
+    }
+    for (size_t i = 0; i < kc; i += 16)
+      OutInStep<RO, RR>(acc, x + c0 + i, n_in, &buf[0][i], kChunk);
+  }
+  for (int rr = 0; rr < RR; ++rr)
+    for (int ro = 0; ro < RO; ++ro) {
+      const float dot = SumLanes16(acc[ro][rr]);
+      out[rr * n_out + ro] = bias ? dot + bias[ro] : dot;
+    }
+}
+
+template <DType kType, int RO, int RR>
+void QuantOutputs(float* out, const float* x, const uint8_t* w, size_t row_bytes, const float* bias,
+                  size_t n_rows, size_t n_in, size_t n_out) {
+  size_t r = 0;
+  for (; r + RR <= n_rows; r += RR)
+    QuantTile<kType, RO, RR>(out + r * n_out, x + r * n_in, w, row_bytes, bias, n_in, n_out);
+  for (; r < n_rows; ++r)
+    QuantTile<kType, RO, 1>(out + r * n_out, x + r * n_in, w, row_bytes, bias, n_in, n_out);
+}
+
+// Output tile t: outputs [t * RO, t * RO + RO) for all rows (fewer at the end). Not inlined
+// into the OpenMP region, which clang compiles without the target's attributes.
+template <DType kType, int RO, int RR>
+HWY_NOINLINE void QuantOutputTile(float* out, const float* x, const uint8_t* w, size_t row_bytes,
+                                  const float* bias, size_t n_rows, size_t n_in, size_t n_out,
+                                  size_t t) {
+  const size_t o0 = t * RO;
+  if (o0 + RO <= n_out) {
+    QuantOutputs<kType, RO, RR>(out + o0, x, w + o0 * row_bytes, row_bytes,
+                                bias ? bias + o0 : nullptr, n_rows, n_in, n_out);
+    return;
+  }
+  for (size_t o = o0; o < n_out; ++o)
+    QuantOutputs<kType, 1, RR>(out + o, x, w + o * row_bytes, row_bytes, bias ? bias + o : nullptr,
+                               n_rows, n_in, n_out);
+}
+
+template <DType kType, int RO, int RR>
+void QuantAll(float* out, const float* x, const WeightMatrix& w, const float* bias, size_t n_rows,
+              int n_threads) {
+  const size_t n_in = w.n_in, n_out = w.n_out;
+  const size_t row_bytes = dtype_bytes(kType, n_in);
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  const size_t n_tiles = (n_out + RO - 1) / RO;
+#pragma omp parallel for num_threads(n_threads) schedule(static)
+  for (size_t t = 0; t < n_tiles; ++t)
+    QuantOutputTile<kType, RO, RR>(out, x, data, row_bytes, bias, n_rows, n_in, n_out, t);
+}
+
+template <DType kType>
+void QuantMatmul(float* out, const float* x, const WeightMatrix& w, const float* bias,
+                 size_t n_rows, int n_threads) {
+  if (n_rows == 1) {
+    QuantAll<kType, kDotOuts1, 1>(out, x, w, bias, n_rows, n_threads);
+  } else {
+    QuantAll<kType, kDotOutsN, kDotRowsN>(out, x, w, bias, n_rows, n_threads);
+  }
+}
+
+}  // namespace
+
+void QuantMatmulImpl(float* out, const float* x, const WeightMatrix& w, const float* bias,
+                     int n_rows, int n_threads) {
+  if (n_rows <= 0 || w.n_out <= 0) return;
+  n_threads = std::max(n_threads, 1);
+  switch (w.dtype) {
+    case DType::kQ8_0:
+      return QuantMatmul<DType::kQ8_0>(out, x, w, bias, n_rows, n_threads);
+    case DType::kQ4_0:
+      return QuantMatmul<DType::kQ4_0>(out, x, w, bias, n_rows, n_threads);
+    case DType::kQ4_K:
+      return QuantMatmul<DType::kQ4_K>(out, x, w, bias, n_rows, n_threads);
+    case DType::kQ6_K:
+      return QuantMatmul<DType::kQ6_K>(out, x, w, bias, n_rows, n_threads);
+    default:
+      return;
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvlm
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvlm {
+
+HWY_EXPORT(QuantMatmulImpl);
+
+void matmul_quant_forward(float* out, const float* x, const WeightMatrix& w, const float* bias,
+                          int n_rows, const Parallel& par) {
+  HWY_DYNAMIC_DISPATCH(QuantMatmulImpl)(out, x, w, bias, n_rows, par.n_threads);
+}
+
+}  // namespace kvlm
+#endif  // HWY_ONCE

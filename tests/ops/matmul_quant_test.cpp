@@ -1,0 +1,134 @@
+// The block-quantized matmul kernels on every compiled SIMD target: each gives exactly the bits
+// of the F32 kOutIn kernel on the dequantized matrix (the numerics matmul_quant_simd.cpp
+// states), agrees with the double-precision reference, and keeps a row's bits whatever the
+// batch and thread count. Sizes cover one to several blocks and chunks, with misaligned
+// weights, inputs, biases and outputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "ops/dtype.h"
+#include "ops/for_each_target.h"
+#include "ops/matmul.h"
+#include "ops/matmul_internal.h"
+#include "ops/quant.h"
+
+namespace kvlm {
+namespace {
+
+struct QuantMatrix {
+  std::vector<uint8_t> bytes;
+  WeightMatrix view;          // the quantized matrix, `offset` bytes into `bytes`
+  std::vector<float> values;  // [n_out, n_in] its dequantized values
+  WeightMatrix f32;           // a view of `values`
+};
+
+// Random blocks: Q8_0 / Q4_0 by quantizing normal values; the K-quants from random bytes with
+// small fp16 scales (every bit pattern of quants and 6-bit scales is valid).
+QuantMatrix make_matrix(DType type, int n_in, int n_out, int offset, std::mt19937& rng) {
+  QuantMatrix m;
+  const size_t row_bytes = dtype_bytes(type, n_in);
+  m.bytes.assign(offset + row_bytes * n_out, 0);
+  uint8_t* base = m.bytes.data() + offset;
+  std::normal_distribution<float> normal(0.0f, 0.5f);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int o = 0; o < n_out; ++o) {
+    uint8_t* row = base + o * row_bytes;
+    if (type == DType::kQ8_0 || type == DType::kQ4_0) {
+      std::vector<float> v(n_in);
+      for (float& f : v) f = normal(rng);
+      quantize_row(row, v.data(), type, n_in);
+      continue;
+    }
+    for (size_t k = 0; k < row_bytes; ++k) row[k] = static_cast<uint8_t>(byte(rng));
+    for (int b = 0; b < n_in / 256; ++b) {  // fp16 scales in [2^-10, 2^-6)
+      uint8_t* block = row + b * dtype_block_bytes(type);
+      const uint16_t d = static_cast<uint16_t>(0x1400 + byte(rng) * 16);
+      const uint16_t dmin = static_cast<uint16_t>(0x1000 + byte(rng) * 16);
+      if (type == DType::kQ4_K) {
+        std::memcpy(block, &d, 2);
+        std::memcpy(block + 2, &dmin, 2);
+      } else {
+        std::memcpy(block + 208, &d, 2);
+      }
+    }
+  }
+  m.view = WeightMatrix{base, type, WeightLayout::kOutIn, n_in, n_out};
+  m.values.resize(static_cast<size_t>(n_in) * n_out);
+  for (int o = 0; o < n_out; ++o)
+    dequantize_row(m.values.data() + static_cast<size_t>(o) * n_in, base + o * row_bytes, type,
+                   n_in);
+  m.f32 = WeightMatrix{m.values.data(), DType::kF32, WeightLayout::kOutIn, n_in, n_out};
+  return m;
+}
+
+std::vector<float> random_floats(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& f : v) f = normal(rng);
+  return v;
+}
+
+std::vector<int> sizes_for(DType type) {
+  if (type == DType::kQ8_0 || type == DType::kQ4_0) return {32, 64, 96, 256, 288, 544};
+  return {256, 512, 768};
+}
+
+TEST(MatmulQuantTest, EveryTargetEqualsF32OnDequantizedWeightsAndTheReference) {
+  std::mt19937 rng(11);
+  for_each_target([&](const SimdTarget&) {
+    for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K})
+      for (int n_in : sizes_for(type))
+        for (int n_out : {1, 2, 3, 5, 8, 9, 17}) {
+          for (int n_rows : {1, 4, 7}) {
+            SCOPED_TRACE(std::string(dtype_name(type)) + " n_in " + std::to_string(n_in) +
+                         " n_out " + std::to_string(n_out) + " rows " + std::to_string(n_rows));
+            const int offset = (n_out + n_rows) % 4;
+            const QuantMatrix m = make_matrix(type, n_in, n_out, offset, rng);
+            const std::vector<float> xbuf = random_floats(n_rows * n_in + offset, rng);
+            const std::vector<float> bbuf = random_floats(n_out + offset, rng);
+            const float* x = xbuf.data() + offset;
+            const float* bias = n_out % 2 ? bbuf.data() + offset : nullptr;
+            std::vector<float> outbuf(n_rows * n_out + offset + 1, -1.0f), want(n_rows * n_out),
+                ref(n_rows * n_out);
+            float* out = outbuf.data() + offset;
+            matmul_forward(out, x, m.view, bias, n_rows, Parallel{1});
+            matmul_forward(want.data(), x, m.f32, bias, n_rows, Parallel{1});
+            matmul_reference(ref.data(), x, m.f32, bias, n_rows);
+            for (int k = 0; k < n_rows * n_out; ++k) {
+              ASSERT_EQ(std::memcmp(&out[k], &want[k], 4), 0)
+                  << "element " << k << ": " << out[k] << " vs F32 kernel " << want[k];
+              ASSERT_NEAR(out[k], ref[k], 1e-4f * (1.0f + std::fabs(ref[k]))) << "element " << k;
+            }
+            ASSERT_EQ(outbuf.back(), -1.0f) << "wrote past the end of out";
+            if (offset > 0) {
+              ASSERT_EQ(outbuf[offset - 1], -1.0f) << "wrote before out";
+            }
+          }
+        }
+  });
+}
+
+TEST(MatmulQuantTest, RowsAreBitwiseIndependentOfBatchAndThreads) {
+  std::mt19937 rng(5);
+  for (DType type : {DType::kQ8_0, DType::kQ4_K}) {
+    const int n_in = 512, n_out = 67, n_rows = 11;
+    const QuantMatrix m = make_matrix(type, n_in, n_out, 1, rng);
+    const std::vector<float> x = random_floats(n_rows * n_in, rng);
+    std::vector<float> all(n_rows * n_out), threaded(n_rows * n_out), one(n_out);
+    matmul_forward(all.data(), x.data(), m.view, nullptr, n_rows, Parallel{1});
+    matmul_forward(threaded.data(), x.data(), m.view, nullptr, n_rows, Parallel{3});
+    EXPECT_EQ(0, std::memcmp(all.data(), threaded.data(), all.size() * 4)) << dtype_name(type);
+    for (int r = 0; r < n_rows; ++r) {
+      matmul_forward(one.data(), x.data() + r * n_in, m.view, nullptr, 1, Parallel{2});
+      EXPECT_EQ(0, std::memcmp(one.data(), all.data() + r * n_out, n_out * 4))
+          << dtype_name(type) << " row " << r;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvlm
