@@ -102,6 +102,28 @@ TEST(GgufGpt2, LogitsMatchSafetensorsAndCachedEqualsUncached) {
       }
 }
 
+TEST(GgufCli, ConvertThenGenerateGivesTheSameTokens) {
+  test::TempDir dir;
+  ASSERT_TRUE(write_random_gpt2(dir.path(), test::tiny_gpt2_config(), {}).is_ok());
+  const std::string gguf = dir.file("tiny.gguf");
+  const auto convert = test::run_kvlm("convert --model " + dir.path() + " --out " + gguf +
+                                      " --type q8_0 --no-tokenizer");
+  ASSERT_EQ(convert.exit_code, 0) << convert.err;
+  const std::string args = " --ids 7,3,19 --max-new 5 --json";
+  const auto from_gguf = test::run_kvlm("generate --model " + gguf + args);
+  const auto at_load = test::run_kvlm("generate --model " + dir.path() + " --weights q8_0" + args);
+  ASSERT_EQ(from_gguf.exit_code, 0) << from_gguf.err;
+  ASSERT_EQ(at_load.exit_code, 0) << at_load.err;
+  const auto ids = [](const std::string& json) { return json.substr(0, json.find("\"stats\"")); };
+  EXPECT_EQ(ids(from_gguf.out), ids(at_load.out));
+  const auto bad =
+      test::run_kvlm("convert --model " + dir.path() + " --out " + gguf + " --type q5_k");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--type"), std::string::npos) << bad.err;
+  const auto missing = test::run_kvlm("generate --model " + dir.file("none.gguf") + args);
+  EXPECT_EQ(missing.exit_code, 1);
+}
+
 // A valid tiny Llama GGUF to break one piece at a time.
 struct TinyLlamaGguf {
   int C = 8, F = 16, V = 4, L = 1;
