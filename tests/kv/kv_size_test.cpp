@@ -1,17 +1,16 @@
 // Tests for kv_size: every preset's cache size against the formula written out factor by
 // factor, config.json parsing for each family, sliding windows, MLA, bad input, and the
-// `kvlm kv-size` command end to end.
+// `kvlm kv-size` command end to end (tests/cli/cli_kv_size_test.cpp).
 #include "kv/kv_size.h"
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
+
+#include "support/test_support.h"
 
 namespace kvlm::kv {
 namespace {
@@ -30,28 +29,11 @@ std::uint64_t kv_bytes(const char* name, std::int64_t seq_len, std::int64_t batc
   return s.is_ok() ? s->bytes : 0;
 }
 
-// A fresh directory per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("kvlm_kv_size_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  // Writes `text` to NAME in the directory and returns its path.
-  std::string write(const std::string& name, const std::string& text) const {
-    const fs::path p = path_ / name;
-    std::ofstream(p) << text;
-    return p.string();
-  }
-  std::string path() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
+// Writes `text` to NAME in `dir` and returns its path.
+std::string write_in(const test::TempDir& dir, const std::string& name, const std::string& text) {
+  test::write_text(dir.file(name), text);
+  return dir.file(name);
+}
 
 Result<KvGeometry> parse(const std::string& text) {
   return kv_geometry_from_config_text(text, "test/config.json");
@@ -216,9 +198,9 @@ TEST(KvSize, UnknownDtypeListsTheAcceptedOnes) {
 // ---- config.json parsing, one family at a time --------------------------------------------
 
 TEST(KvSizeConfig, Gpt2ConfigFile) {
-  TempDir dir;
-  const std::string path = dir.write(
-      "config.json",
+  test::TempDir dir;
+  const std::string path = write_in(
+      dir, "config.json",
       R"({"model_type": "gpt2", "n_layer": 2, "n_head": 4, "n_embd": 64, "n_positions": 128,
           "vocab_size": 100, "n_inner": null})");
   Result<KvGeometry> g = kv_geometry_from_config_file(path);
@@ -313,8 +295,8 @@ TEST(KvSizeConfig, NullOrDisabledSlidingWindowKeepsEverything) {
 
 TEST(KvSizeConfig, DeepSeekMlaWithoutQueryCompression) {
   // DeepSeek-V2-Lite-like: q_lora_rank null, 64 routed + 2 shared experts after 1 dense layer.
-  TempDir dir;
-  dir.write("config.json", R"({"model_type": "deepseek_v2", "num_hidden_layers": 3,
+  test::TempDir dir;
+  write_in(dir, "config.json", R"({"model_type": "deepseek_v2", "num_hidden_layers": 3,
       "num_attention_heads": 4, "num_key_value_heads": 4, "hidden_size": 32,
       "intermediate_size": 64, "moe_intermediate_size": 16, "vocab_size": 50,
       "kv_lora_rank": 8, "q_lora_rank": null, "qk_rope_head_dim": 2, "qk_nope_head_dim": 6,
@@ -441,92 +423,6 @@ TEST(KvSizeBadInput, OverflowIsAnErrorNotAWrappedNumber) {
       compute_kv_size(preset("llama-3.3-70b"), 1'000'000'000'000, 1'000'000, KvDtype::f32);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("does not fit in 64 bits"), std::string::npos) << s.message();
-}
-
-// ---- the command --------------------------------------------------------------------------
-
-struct CliRun {
-  int exit_code;
-  std::string out;
-};
-
-// Runs `kvlm ARGS`; stderr is merged into `out` when merge_stderr.
-CliRun run_kvlm(const std::string& args, bool merge_stderr) {
-  const std::string cmd =
-      std::string("'") + KVLM_BINARY + "' " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  CliRun r{-1, ""};
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-class KvSizeCli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!fs::exists(KVLM_BINARY)) GTEST_SKIP() << "kvlm binary not built at " << KVLM_BINARY;
-  }
-};
-
-TEST_F(KvSizeCli, JsonForTheSeedsGpt2Batch8) {
-  CliRun r = run_kvlm("kv-size --preset gpt2 --seq-len 1024 --batch 8 --json", false);
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  const nlohmann::json j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["bytes"].get<std::uint64_t>(), 603'979'776ull);
-  EXPECT_EQ(j["bytes_per_token"].get<std::uint64_t>(), 2ull * 12 * 12 * 64 * 4);
-  EXPECT_EQ(j["bytes_per_layer"].get<std::uint64_t>(), 603'979'776ull / 12);
-  EXPECT_EQ(j["weights_bytes"].get<std::uint64_t>(), 124'439'808ull * 4);
-  EXPECT_EQ(j["dtype"], "f32");  // GPT-2's checkpoint dtype, the default
-  EXPECT_EQ(j["seq_len"], 1024);
-  EXPECT_EQ(j["batch"], 8);
-  EXPECT_EQ(j["kept_positions"], 1024);
-  EXPECT_EQ(j["mha_bytes"], j["bytes"]);
-}
-
-TEST_F(KvSizeCli, ModelDirAndDtypeAndText) {
-  TempDir dir;
-  dir.write("config.json", R"({"model_type": "mistral", "num_hidden_layers": 32,
-      "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
-      "sliding_window": 4096})");
-  CliRun r =
-      run_kvlm("kv-size --model '" + dir.path() + "' --seq-len 8192 --dtype fp8 --json", false);
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  const nlohmann::json j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["bytes"].get<std::uint64_t>(), 2ull * 32 * 8 * 128 * 4096 * 1 * 1);
-  EXPECT_EQ(j["kept_positions"], 4096);
-  EXPECT_EQ(j["mha_bytes"].get<std::uint64_t>(), 2ull * 32 * 32 * 128 * 4096 * 1 * 1);
-  EXPECT_TRUE(j["weights_bytes"].is_null());  // no vocab_size: not counted
-  EXPECT_TRUE(j.contains("weights_note"));
-
-  r = run_kvlm("kv-size --preset llama-3.3-70b --seq-len 128000 --dtype f16", false);
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("41,943,040,000 bytes (41.9 GB, 39.1 GiB)"), std::string::npos) << r.out;
-}
-
-TEST_F(KvSizeCli, BadInputExitsNonZeroWithTheReason) {
-  CliRun r = run_kvlm("kv-size --preset nope --seq-len 10", true);
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.out.find("unknown preset 'nope'"), std::string::npos) << r.out;
-  r = run_kvlm("kv-size --preset gpt2 --seq-len 10 --dtype f64", true);
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.out.find("f32, f16, bf16, fp8, int8"), std::string::npos) << r.out;
-  r = run_kvlm("kv-size --preset gpt2 --seq-len=-3", true);
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.out.find("--seq-len: must be a positive number of tokens, found -3"),
-            std::string::npos)
-      << r.out;
-  r = run_kvlm("kv-size --seq-len 10", true);
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.out.find("exactly one of --config"), std::string::npos) << r.out;
-  r = run_kvlm("kv-size --preset gpt2 --model /tmp --seq-len 10", true);
-  EXPECT_NE(r.exit_code, 0);
-  r = run_kvlm("kv-size --model /nonexistent/kvlm --seq-len 10", true);
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.out.find("no config.json in '/nonexistent/kvlm'"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <vector>
 
@@ -17,6 +18,11 @@ namespace {
 struct Case {
   int n_head, n_kv_head, window;
 };
+// "heads4_kv2_window5": the case's name in listings.
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << "heads" << c.n_head << "_kv" << c.n_kv_head;
+  if (c.window > 0) *os << "_window" << c.window;
+}
 
 class AttendRowsTest : public ::testing::TestWithParam<Case> {};
 
@@ -79,7 +85,8 @@ TEST_P(AttendRowsTest, EveryRowMatchesAttentionAloneAtEveryThreadCount) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttendRowsTest,
                          ::testing::Values(Case{4, 4, 0}, Case{8, 2, 0}, Case{6, 1, 0},
-                                           Case{4, 2, 5}));
+                                           Case{4, 2, 5}),
+                         ::testing::PrintToStringParamName());
 
 }  // namespace
 }  // namespace kvlm

@@ -54,7 +54,10 @@ TEST_P(Gpt2GoldenTest, EveryCaseGivesOpenAIsIds) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Gpt2GoldenTest,
                          ::testing::Values("vocab_json", "encoder_json", "tokenizer_json_strings",
-                                           "tokenizer_json_pairs", "tokenizer_json_file"));
+                                           "tokenizer_json_pairs", "tokenizer_json_file"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 TEST(Gpt2Golden, SharedFolderLoadsWithAllLayoutsPresent) {
   KVLM_REQUIRE_GPT2_TOKENIZER();

@@ -1,7 +1,9 @@
-// The paged cache keeps the project's promise: with paging, with prefix sharing (in one batch
-// and across requests), with copy on write, every sequence's logits are bitwise identical to
-// the contiguous cache and to uncached generation at every step. Models are small random
-// GPT-2s written to a temp dir and loaded back, as in tests/model/gpt2_exactness_test.cpp.
+// generate() on the paged cache: prefix sharing in one batch and across requests computes only
+// what is not cached (the counts pinned), copy on write leaves cached blocks alone, running out
+// of blocks is a clean error, a sequence that stops returns its blocks at once; and through all
+// of it every sequence's logits stay bitwise those of uncached generation. That paged equals
+// contiguous for every model and block size is tests/model/exactness_test.cpp's claim; here the
+// prompts are long (a 40-token shared prefix) and the caches outlive requests.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -9,34 +11,17 @@
 #include "generate/generate.h"
 #include "kv/paged_kv_cache.h"
 #include "model/loader.h"
+#include "support/generation.h"
 #include "support/test_support.h"
 
 namespace kvlm {
 namespace {
 
-struct Outcome {
-  std::vector<std::vector<std::vector<float>>> logits;  // [step][seq] -> [n_vocab]
-  std::vector<std::vector<int32_t>> tokens;
-  GenerateStats stats;
-  Status status;
-};
+using Outcome = test::Generation;
 
 Outcome run(Model& model, const std::vector<std::vector<int32_t>>& prompts,
-            GenerateOptions options) {
-  Outcome out;
-  options.observe = [&](int step, int seq, std::span<const float> logits) {
-    if (out.logits.size() <= static_cast<size_t>(step)) out.logits.resize(step + 1);
-    auto& row = out.logits[step];
-    if (row.size() <= static_cast<size_t>(seq)) row.resize(seq + 1);
-    row[seq].assign(logits.begin(), logits.end());
-  };
-  auto result = generate(model, prompts, options, Parallel{2});
-  out.status = result.status();
-  if (result) {
-    out.tokens = result->tokens;
-    out.stats = result->stats;
-  }
-  return out;
+            const GenerateOptions& options) {
+  return test::run_generate(model, prompts, options, 2);
 }
 
 GenerateOptions uncached(int n_new) {
@@ -57,22 +42,8 @@ GenerateOptions paged(int n_new, int block_size, bool share) {
   return o;
 }
 
-// Every step's logits of every sequence, bit for bit.
 void expect_identical(const Outcome& a, const Outcome& b, const std::string& what) {
-  ASSERT_TRUE(a.status.is_ok()) << what << ": " << a.status.message();
-  ASSERT_TRUE(b.status.is_ok()) << what << ": " << b.status.message();
-  EXPECT_EQ(a.tokens, b.tokens) << what;
-  ASSERT_EQ(a.logits.size(), b.logits.size()) << what;
-  for (size_t step = 0; step < a.logits.size(); ++step) {
-    ASSERT_EQ(a.logits[step].size(), b.logits[step].size()) << what;
-    for (size_t s = 0; s < a.logits[step].size(); ++s) {
-      const auto& x = a.logits[step][s];
-      const auto& y = b.logits[step][s];
-      ASSERT_EQ(x.size(), y.size()) << what;
-      EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0)
-          << what << ": step " << step << " sequence " << s;
-    }
-  }
+  test::expect_same_bits(a, b, what);
 }
 
 std::vector<int32_t> tokens_from(uint64_t seed, int n) {
@@ -89,7 +60,7 @@ std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& 
   return a;
 }
 
-class PagedExactness : public ::testing::Test {
+class PagedGenerate : public ::testing::Test {
  protected:
   void SetUp() override {
     ModelConfig config = test::tiny_gpt2_config();
@@ -122,27 +93,25 @@ std::vector<std::vector<int32_t>> shared_prefix_batch() {
           {5, 9}};
 }
 
-TEST_F(PagedExactness, PagedEqualsContiguousEqualsUncachedForEveryBlockSize) {
+// Sharing the 40-token prefix skips exactly its full blocks, whatever the block size.
+TEST_F(PagedGenerate, SharedPrefixSkipsItsFullBlocksForEveryBlockSize) {
   const auto prompts = shared_prefix_batch();
-  const Outcome reference = run(*model_, prompts, uncached(12));
-  expect_identical(run(*model_, prompts, contiguous(12)), reference, "contiguous");
-  for (int block_size : {1, 3, 16}) {
-    for (bool share : {false, true}) {
-      const std::string what =
-          "block size " + std::to_string(block_size) + (share ? " shared" : " unshared");
-      const Outcome paged_run = run(*model_, prompts, paged(12, block_size, share));
-      expect_identical(paged_run, reference, what);
-      // Shared: the second prompt with the prefix finds its full blocks in this very batch.
-      const int64_t expected_cached = share ? (40 / block_size) * block_size : 0;
-      EXPECT_EQ(paged_run.stats.prompt_tokens_cached, expected_cached) << what;
-      EXPECT_EQ(paged_run.stats.rows_computed, (47 + 11 + 52 + 2) - expected_cached + 11 * 4)
-          << what;
-    }
+  const Outcome reference = run(*model_, prompts, contiguous(6));
+  for (const auto& [block_size, share] :
+       std::vector<std::pair<int, bool>>{{1, true}, {3, true}, {3, false}, {16, true}}) {
+    const std::string what =
+        "block size " + std::to_string(block_size) + (share ? " shared" : " unshared");
+    const Outcome paged_run = run(*model_, prompts, paged(6, block_size, share));
+    expect_identical(paged_run, reference, what);
+    // Shared: the second prompt with the prefix finds its full blocks in this very batch.
+    const int64_t expected_cached = share ? (40 / block_size) * block_size : 0;
+    EXPECT_EQ(paged_run.stats.prompt_tokens_cached, expected_cached) << what;
+    EXPECT_EQ(paged_run.stats.rows_computed, (47 + 11 + 52 + 2) - expected_cached + 5 * 4) << what;
   }
 }
 
 // The prefix ends exactly on a block boundary (40 = 5 blocks of 8): all 40 positions shared.
-TEST_F(PagedExactness, PrefixEndingOnABlockBoundaryIsSharedWhole) {
+TEST_F(PagedGenerate, PrefixEndingOnABlockBoundaryIsSharedWhole) {
   const auto prompts = shared_prefix_batch();
   const Outcome shared = run(*model_, prompts, paged(6, 8, true));
   expect_identical(shared, run(*model_, prompts, uncached(6)), "block size 8");
@@ -151,7 +120,7 @@ TEST_F(PagedExactness, PrefixEndingOnABlockBoundaryIsSharedWhole) {
 
 // Two identical prompts in one batch: the second finds the whole prompt cached, recomputes
 // only its last position after copying the block holding it.
-TEST_F(PagedExactness, IdenticalPromptsShareEverythingButTheLastPosition) {
+TEST_F(PagedGenerate, IdenticalPromptsShareEverythingButTheLastPosition) {
   const std::vector<std::vector<int32_t>> prompts = {kPrefix40, kPrefix40};
   const Outcome shared = run(*model_, prompts, paged(5, 4, true));
   expect_identical(shared, run(*model_, prompts, uncached(5)), "identical prompts");
@@ -161,7 +130,7 @@ TEST_F(PagedExactness, IdenticalPromptsShareEverythingButTheLastPosition) {
 
 // A caller-owned cache outlives the request: the second request finds the prefix the first
 // cached (its generated tokens too) and computes less, with identical logits.
-TEST_F(PagedExactness, SecondRequestReusesTheFirstRequestsPrefix) {
+TEST_F(PagedGenerate, SecondRequestReusesTheFirstRequestsPrefix) {
   auto cache = make_cache(16, 0, 1024);
   GenerateOptions first = contiguous(10);
   first.paged_cache = cache.get();
@@ -214,7 +183,7 @@ TEST_F(PagedExactness, SecondRequestReusesTheFirstRequestsPrefix) {
 
 // Running out of blocks fails the request with a clear error; the cache stays consistent, its
 // slots are free again and a request that fits still runs, bitwise as before.
-TEST_F(PagedExactness, RunningOutOfMemoryIsACleanError) {
+TEST_F(PagedGenerate, RunningOutOfMemoryIsACleanError) {
   // 4 blocks of 16 positions = 64 positions; the batch needs 47 + 11 + 52 + 2 + 4 * 9.
   auto cache = make_cache(16, 0, 64);
   GenerateOptions options = contiguous(10);
@@ -242,7 +211,7 @@ TEST_F(PagedExactness, RunningOutOfMemoryIsACleanError) {
 }
 
 // A sequence that stops early returns its blocks at once; the others go on unchanged.
-TEST_F(PagedExactness, EarlyStopReturnsBlocksAndChangesNoBits) {
+TEST_F(PagedGenerate, EarlyStopReturnsBlocksAndChangesNoBits) {
   const auto prompts = shared_prefix_batch();
   auto cache = make_cache(4, 0, 1024);
   // Blocks held when sequence 0 gets its second token, with sequence 1 stopping after its
@@ -276,7 +245,7 @@ TEST_F(PagedExactness, EarlyStopReturnsBlocksAndChangesNoBits) {
   EXPECT_TRUE(cache->check().is_ok()) << cache->check().message();
 }
 
-TEST_F(PagedExactness, CallerCacheMustFitTheModelAndHaveFreeSlots) {
+TEST_F(PagedGenerate, CallerCacheMustFitTheModelAndHaveFreeSlots) {
   PagedKvCacheOptions options{16, 0, 256, {}};
   auto other = PagedKvCache::create(3, model_->config().kv_dim(), options);
   ASSERT_TRUE(other.is_ok());

@@ -1,0 +1,154 @@
+// The cache's promise, one suite for every model and cache: cached generation is bitwise
+// identical to uncached at every step, a sequence's logits do not depend on its batch, its place
+// in the batch, the thread count or how its prompt is split into prefill chunks; on the paged
+// cache too (so paged == contiguous, shared prefixes included). Cases are (model: architecture,
+// format, attention layout, weight dtype) x (cache: contiguous or paged, block size, sharing).
+//
+// To add a dimension (a KV cache dtype, an engine), give CacheSpec or ModelSpec
+// (tests/support/) the field and its part of name(), then list the cases below: pick cases,
+// don't take the full cross product, so the suite stays a few seconds.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "generate/generate.h"
+#include "kv/contiguous_kv_cache.h"
+#include "kv/paged_kv_cache.h"
+#include "support/generation.h"
+#include "support/test_models.h"
+
+namespace kvlm {
+namespace {
+
+using test::CacheSpec;
+using test::Generation;
+using test::ModelFormat;
+using test::ModelSpec;
+
+// The seed's three prompts, a one-token prompt, and one sharing its first 8 tokens with the
+// first (on a paged cache that shares prefixes, it reuses the first prompt's blocks).
+const std::vector<std::vector<int32_t>> kPrompts = {{7, 3, 19, 1, 25, 8, 11, 4, 2, 15},
+                                                    {9, 2},
+                                                    {1, 6, 4, 22},
+                                                    {47},
+                                                    {7, 3, 19, 1, 25, 8, 11, 4, 30}};
+
+struct ExactnessCase {
+  ModelSpec model;
+  CacheSpec cache;
+};
+// "gpt2_f32_paged3_unshared": the case's name in listings (and in ctest), as gtest prints it.
+void PrintTo(const ExactnessCase& c, std::ostream* os) {
+  *os << c.model.name() << "_" << c.cache.name();
+}
+
+class Exactness : public ::testing::TestWithParam<ExactnessCase> {
+ protected:
+  void SetUp() override {
+    auto model = test::write_and_load(GetParam().model, dir_);
+    ASSERT_TRUE(model.is_ok()) << model.message();
+    model_ = std::move(model).value();
+    const ModelSpec& spec = GetParam().model;
+    ASSERT_EQ(model_->config().arch, spec.arch());
+    ASSERT_EQ(model_->weight_dtype(), dtype_name(spec.dtype));
+    if (spec.n_kv_head > 0) {
+      ASSERT_EQ(model_->config().n_kv_head, spec.n_kv_head);
+    }
+    ASSERT_EQ(model_->config().tied_embeddings, spec.tied);
+  }
+  Generation run(const std::vector<std::vector<int32_t>>& prompts, int n_new, bool cached,
+                 int threads) {
+    return test::run_generate(*model_, prompts, n_new, cached, threads, GetParam().cache);
+  }
+  test::TempDir dir_;
+  std::unique_ptr<Model> model_;
+};
+
+TEST_P(Exactness, CachedEqualsUncachedAtEveryStep) {
+  const Generation uncached = run(kPrompts, 12, /*cached=*/false, 2);
+  const Generation cached = run(kPrompts, 12, /*cached=*/true, 2);
+  ASSERT_EQ(cached.logits.size(), 12u);
+  test::expect_same_bits(cached, uncached, "cached vs uncached");
+}
+
+// Each prompt's logits in the batch equal the prompt run alone, and the batch reversed.
+TEST_P(Exactness, BatchAndOrderInvariance) {
+  const Generation batched = run(kPrompts, 8, true, 2);
+  const std::vector<std::vector<int32_t>> reversed_prompts(kPrompts.rbegin(), kPrompts.rend());
+  const Generation reversed = run(reversed_prompts, 8, true, 2);
+  const size_t n = kPrompts.size();
+  for (size_t s = 0; s < n; ++s) {
+    const std::string what = "sequence " + std::to_string(s);
+    test::expect_same_bits(run({kPrompts[s]}, 8, true, 1), test::only_sequence(batched, s),
+                           what + " alone vs in the batch");
+    test::expect_same_bits(test::only_sequence(reversed, n - 1 - s),
+                           test::only_sequence(batched, s), what + " in the reversed batch");
+  }
+}
+
+TEST_P(Exactness, ThreadCountInvariance) {
+  const Generation one = run(kPrompts, 6, true, 1);
+  for (int threads : {2, 3, 5})
+    test::expect_same_bits(run(kPrompts, 6, true, threads), one,
+                           std::to_string(threads) + " threads vs 1");
+}
+
+// Splitting a prompt into prefill chunks (here 3 tokens at a time, on one thread, against one
+// pass on two) changes no bit: each position's computation is independent of how rows group.
+TEST_P(Exactness, ChunkedPrefillEqualsOnePass) {
+  const std::vector<int32_t>& prompt = kPrompts[0];
+  const ModelConfig& c = model_->config();
+  const int n = static_cast<int>(prompt.size());
+  auto make_cache = [&]() -> std::unique_ptr<KvCache> {
+    const CacheSpec& spec = GetParam().cache;
+    if (spec.block_size <= 0)
+      return std::make_unique<ContiguousKvCache>(c.n_layer, c.kv_dim(), std::vector<int>{n});
+    auto paged = PagedKvCache::create(c.n_layer, c.kv_dim(), {spec.block_size, 0, 2 * n, {}});
+    EXPECT_TRUE(paged.is_ok()) << paged.message();
+    return paged ? std::move(paged).value() : nullptr;
+  };
+  std::vector<float> whole(c.n_vocab), pieces(c.n_vocab);
+  auto cache_a = make_cache(), cache_b = make_cache();
+  ASSERT_TRUE(cache_a && cache_b);
+  const SequenceChunk all{0, 0, prompt};
+  ASSERT_TRUE(model_->forward(whole.data(), {&all, 1}, *cache_a, Parallel{2}).is_ok());
+  for (int t = 0; t < n; t += 3) {
+    const int len = std::min(3, n - t);
+    const SequenceChunk part{0, t, std::span<const int32_t>(prompt).subspan(t, len)};
+    ASSERT_TRUE(model_->forward(pieces.data(), {&part, 1}, *cache_b, Parallel{1}).is_ok());
+  }
+  EXPECT_TRUE(test::bitwise_equal(whole, pieces))
+      << "max |difference| " << test::max_abs_diff(whole, pieces);
+}
+
+// Each model once or twice, on the contiguous cache or on a paged one: block sizes that cut the
+// prompts at different places (1: every position its own block; 3 and 4: the shared 8-token
+// prefix ends mid-block or on a boundary; 16: one block), sharing prefixes or not. Paged ==
+// contiguous follows from both equalling uncached.
+ModelSpec llama(ModelFormat f, int kv, bool tied = true, DType d = DType::kF32, int shards = 1) {
+  return test::llama_spec(f, kv, tied, d, shards);
+}
+constexpr ModelFormat kBin = ModelFormat::kLlama2cBin;
+constexpr ModelFormat kHf = ModelFormat::kLlamaHf;
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, Exactness,
+    ::testing::Values(ExactnessCase{test::gpt2_spec(DType::kF32), test::contiguous_cache()},
+                      ExactnessCase{test::gpt2_spec(DType::kF32), test::paged_cache(1)},
+                      ExactnessCase{test::gpt2_spec(DType::kF32), test::paged_cache(3, false)},
+                      ExactnessCase{test::gpt2_spec(DType::kF16), test::paged_cache(16)},
+                      ExactnessCase{test::gpt2_spec(DType::kBF16), test::paged_cache(4)},
+                      ExactnessCase{llama(kBin, 2), test::contiguous_cache()},
+                      ExactnessCase{llama(kBin, 2), test::paged_cache(1)},
+                      ExactnessCase{llama(kBin, 1, false), test::paged_cache(3)},
+                      ExactnessCase{llama(kBin, 4), test::contiguous_cache()},
+                      ExactnessCase{llama(kHf, 2), test::paged_cache(4, false)},
+                      ExactnessCase{llama(kHf, 2, false, DType::kF32, 3), test::contiguous_cache()},
+                      ExactnessCase{llama(kHf, 1, true, DType::kBF16), test::contiguous_cache()},
+                      ExactnessCase{llama(kHf, 2, false, DType::kF16, 2), test::paged_cache(4)}),
+    ::testing::PrintToStringParamName());
+
+}  // namespace
+}  // namespace kvlm

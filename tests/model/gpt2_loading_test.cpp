@@ -1,0 +1,79 @@
+// GPT-2 checkpoints as fine-tunes save them, and --weights conversion on load, checked exactly:
+// names under "transformer." load, an untied lm_head is really used, and converting F32 to BF16
+// on load rounds every matrix as the BF16 writer does (to nearest even) while norms and biases
+// stay F32.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "generate/generate.h"
+#include "model/gpt2.h"
+#include "model/loader.h"
+#include "model/random_gpt2.h"
+#include "support/generation.h"
+#include "support/test_support.h"
+
+namespace kvlm {
+namespace {
+
+// Fine-tunes save tensors under "transformer." and may store lm_head.weight untied: both load,
+// and an untied head is really used.
+TEST(Gpt2Loading, PrefixedNamesAndSeparateHead) {
+  test::TempDir plain, prefixed, untied;
+  RandomGpt2Options options;
+  ASSERT_TRUE(write_random_gpt2(plain.path(), test::tiny_gpt2_config(), options).is_ok());
+  options.transformer_prefix = true;
+  ASSERT_TRUE(write_random_gpt2(prefixed.path(), test::tiny_gpt2_config(), options).is_ok());
+  options.separate_lm_head = true;
+  ASSERT_TRUE(write_random_gpt2(untied.path(), test::tiny_gpt2_config(), options).is_ok());
+  auto a = load_model(plain.path(), {});
+  auto b = load_model(prefixed.path(), {});
+  auto c = load_model(untied.path(), {});
+  ASSERT_TRUE(a.is_ok() && b.is_ok() && c.is_ok()) << a.message() << b.message() << c.message();
+  EXPECT_TRUE(a.value()->config().tied_embeddings);
+  EXPECT_FALSE(c.value()->config().tied_embeddings);
+  auto la = last_logits(*a.value(), {{1, 2, 3}}, true, Parallel{1});
+  auto lb = last_logits(*b.value(), {{1, 2, 3}}, true, Parallel{1});
+  auto lc = last_logits(*c.value(), {{1, 2, 3}}, true, Parallel{1});
+  ASSERT_TRUE(la.is_ok() && lb.is_ok() && lc.is_ok());
+  EXPECT_TRUE(test::bitwise_equal(la.value()[0], lb.value()[0]));
+  EXPECT_FALSE(test::bitwise_equal(la.value()[0], lc.value()[0]));
+}
+
+std::vector<uint8_t> bytes_of(const WeightMatrix& m) {
+  const auto* p = static_cast<const uint8_t*>(m.data);
+  return {p, p + m.n_bytes()};
+}
+
+// --weights bf16 on an F32 file gives, matrix by matrix, the bytes of the same seed written as
+// BF16 (the writer rounds to nearest even); norms and biases keep the F32 file's values.
+TEST(Gpt2Loading, ConvertOnLoadRoundsLikeTheBf16Writer) {
+  test::TempDir f32, bf16;
+  RandomGpt2Options options;
+  ASSERT_TRUE(write_random_gpt2(f32.path(), test::tiny_gpt2_config(), options).is_ok());
+  options.dtype = DType::kBF16;
+  ASSERT_TRUE(write_random_gpt2(bf16.path(), test::tiny_gpt2_config(), options).is_ok());
+  LoadOptions convert;
+  convert.convert_weights = DType::kBF16;
+  auto converted = load_model(f32.path(), convert);
+  auto stored = load_model(bf16.path(), {});
+  auto original = load_model(f32.path(), {});
+  ASSERT_TRUE(converted.is_ok() && stored.is_ok() && original.is_ok());
+  EXPECT_EQ(converted.value()->weight_dtype(), "BF16");
+  const Gpt2Weights& a = dynamic_cast<const Gpt2Model&>(*converted.value()).weights();
+  const Gpt2Weights& b = dynamic_cast<const Gpt2Model&>(*stored.value()).weights();
+  const Gpt2Weights& f = dynamic_cast<const Gpt2Model&>(*original.value()).weights();
+  EXPECT_EQ(bytes_of(a.wte), bytes_of(b.wte));
+  const int C = converted.value()->config().n_embd;
+  for (size_t l = 0; l < a.layers.size(); ++l) {
+    for (auto m :
+         {&Gpt2Layer::c_attn, &Gpt2Layer::attn_c_proj, &Gpt2Layer::c_fc, &Gpt2Layer::mlp_c_proj})
+      EXPECT_EQ(bytes_of(a.layers[l].*m), bytes_of(b.layers[l].*m)) << "layer " << l;
+    for (auto v : {&Gpt2Layer::ln_1_weight, &Gpt2Layer::ln_1_bias, &Gpt2Layer::ln_2_bias,
+                   &Gpt2Layer::attn_c_proj_bias})
+      EXPECT_EQ(std::memcmp(a.layers[l].*v, f.layers[l].*v, C * sizeof(float)), 0) << l;
+  }
+}
+
+}  // namespace
+}  // namespace kvlm

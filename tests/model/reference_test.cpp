@@ -1,0 +1,101 @@
+// kvlm against independent references, one suite for both architectures: numpy float64
+// implementations (tests/reference/gpt2_reference.py: GPT-2 with a padded batch and an
+// attention mask; tests/reference/llama_reference.py: the published Llama math in its llama2.c
+// and Hugging Face spellings, checked against each other) wrote tiny checkpoints and their
+// logits into tests/golden. We load the same files and must agree within the fixture's
+// tolerance (1e-4), cached and uncached, and reproduce its greedy continuations exactly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "generate/generate.h"
+#include "model/loader.h"
+#include "support/test_support.h"
+
+namespace kvlm {
+namespace {
+
+struct ReferenceCase {
+  const char* fixture;     // tests/golden/<fixture>: the script's logits and continuations
+  const char* checkpoint;  // tests/golden/<checkpoint>: the files it wrote
+  const char* name;        // the case's name in test listings
+};
+void PrintTo(const ReferenceCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class Reference : public ::testing::TestWithParam<ReferenceCase> {
+ protected:
+  void SetUp() override {
+    const std::string golden = test::source_dir() + "/tests/golden/";
+    fixture_ = nlohmann::json::parse(test::read_text(golden + GetParam().fixture));
+    ASSERT_TRUE(fixture_["models"].contains(GetParam().checkpoint)) << GetParam().checkpoint;
+    prompts_ = fixture_["prompts"].get<std::vector<std::vector<int32_t>>>();
+    auto model = load_model(golden + GetParam().checkpoint, {});
+    ASSERT_TRUE(model.is_ok()) << model.message();
+    model_ = std::move(model).value();
+  }
+  const nlohmann::json& expected() const { return fixture_["models"][GetParam().checkpoint]; }
+  nlohmann::json fixture_;
+  std::vector<std::vector<int32_t>> prompts_;
+  std::unique_ptr<Model> model_;
+};
+
+TEST_P(Reference, LastLogitsWithinTolerance) {
+  const double tolerance = fixture_["tolerance"].get<double>();
+  ASSERT_EQ(tolerance, 1e-4);
+  const auto& want = expected()["last_logits"];
+  for (bool cached : {true, false}) {
+    auto logits = last_logits(*model_, prompts_, cached, Parallel{2});
+    ASSERT_TRUE(logits.is_ok()) << logits.message();
+    double max_diff = 0;
+    for (size_t s = 0; s < prompts_.size(); ++s) {
+      ASSERT_EQ(logits.value()[s].size(), want[s].size());
+      for (size_t i = 0; i < want[s].size(); ++i)
+        max_diff = std::max(max_diff, std::fabs(logits.value()[s][i] - want[s][i].get<double>()));
+    }
+    EXPECT_LT(max_diff, tolerance) << (cached ? "cached" : "uncached");
+  }
+}
+
+TEST_P(Reference, GreedyContinuationMatches) {
+  GenerateOptions options;
+  options.max_new_tokens = fixture_["n_new"].get<int>();
+  auto result = generate(*model_, prompts_, options, Parallel{2});
+  ASSERT_TRUE(result.is_ok()) << result.message();
+  EXPECT_EQ(result->tokens, expected()["greedy"].get<std::vector<std::vector<int32_t>>>());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Checkpoints, Reference,
+    ::testing::Values(
+        ReferenceCase{"tiny_gpt2_reference.json", "tiny_gpt2_f32", "gpt2_f32"},
+        ReferenceCase{"tiny_gpt2_reference.json", "tiny_gpt2_f16", "gpt2_f16"},
+        ReferenceCase{"tiny_gpt2_reference.json", "tiny_gpt2_bf16", "gpt2_bf16"},
+        ReferenceCase{"tiny_llama_reference.json", "tiny_llama_gqa.bin", "llama_gqa_bin_f32"},
+        ReferenceCase{"tiny_llama_reference.json", "tiny_llama_gqa_hf", "llama_gqa_hf_f32"},
+        ReferenceCase{"tiny_llama_reference.json", "tiny_llama_mqa_untied_hf",
+                      "llama_mqa_untied_hf_bf16"}),
+    ::testing::PrintToStringParamName());
+
+// The checkpoints are what the script says they are (so the cases above cover GQA, MQA, an
+// untied head, rope_theta 500000 and eps 1e-6 in BF16).
+TEST(ReferenceFiles, LlamaShapesAreWhatTheScriptSays) {
+  auto gqa = load_model(test::source_dir() + "/tests/golden/tiny_llama_gqa.bin", {});
+  ASSERT_TRUE(gqa.is_ok()) << gqa.message();
+  EXPECT_EQ(gqa.value()->config().n_head, 4);
+  EXPECT_EQ(gqa.value()->config().n_kv_head, 2);
+  EXPECT_TRUE(gqa.value()->config().tied_embeddings);
+  auto mqa = load_model(test::source_dir() + "/tests/golden/tiny_llama_mqa_untied_hf", {});
+  ASSERT_TRUE(mqa.is_ok()) << mqa.message();
+  EXPECT_EQ(mqa.value()->config().n_kv_head, 1);
+  EXPECT_FALSE(mqa.value()->config().tied_embeddings);
+  EXPECT_EQ(mqa.value()->config().rope_theta, 500000.0f);
+  EXPECT_EQ(mqa.value()->config().norm_eps, 1e-6f);
+  EXPECT_EQ(mqa.value()->weight_dtype(), "BF16");
+}
+
+}  // namespace
+}  // namespace kvlm
