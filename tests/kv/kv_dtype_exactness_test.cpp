@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <ostream>
 #include <string>
 
 #include "generate/generate.h"
@@ -25,6 +26,9 @@ struct Param {
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
   return std::string(info.param.llama ? "llama_" : "gpt2_") + kv_dtype_label(info.param.dtype);
+}
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << (p.llama ? "llama_" : "gpt2_") << kv_dtype_label(p.dtype);
 }
 
 struct StepLogits {
