@@ -4,6 +4,7 @@
 // count. Every case compares each request with its solo run on a fresh engine.
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <random>
 
 #include "support/engine_runs.h"
@@ -14,6 +15,9 @@ namespace {
 using test::Spec;
 
 enum class Arch { kGpt2, kLlama };
+void PrintTo(Arch arch, std::ostream* os) {
+  *os << (arch == Arch::kGpt2 ? "Gpt2" : "Llama");
+}
 
 std::shared_ptr<LoadedModel> make_model(Arch arch, const test::TempDir& dir) {
   return arch == Arch::kGpt2 ? test::engine_gpt2(dir) : test::engine_llama(dir);

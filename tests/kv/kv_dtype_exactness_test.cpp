@@ -120,6 +120,9 @@ TEST_P(KvDtypeExactness, LogitsDifferFromF32OnlyByTheStoredPrecision) {
     max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
     max_abs = std::max(max_abs, std::fabs(b[i]));
   }
+  // A sanity bound only (the dtype did not wreck the model): how each dtype stores a row is
+  // pinned exactly by KvFormat.CachesStoreRowsAsTheirDtype, .Q8_0IsGgmlsBlockScaleAndRounding,
+  // .E4m3RoundTripsEveryCodeAndRoundsToNearestEven and .EachTypeDecodesWithinItsPrecision.
   EXPECT_LT(max_diff, 0.1f * max_abs) << "max |logit| " << max_abs;
 }
 

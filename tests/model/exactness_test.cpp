@@ -101,23 +101,43 @@ TEST_P(Exactness, ChunkedPrefillEqualsOnePass) {
   const std::vector<int32_t>& prompt = kPrompts[0];
   const ModelConfig& c = model_->config();
   const int n = static_cast<int>(prompt.size());
-  auto make_cache = [&]() -> std::unique_ptr<KvCache> {
+  // The caller reserves the positions a step writes (the model only checks): the contiguous
+  // cache is sized up front, the paged one grows with reserve().
+  struct TestCache {
+    std::unique_ptr<KvCache> cache;
+    PagedKvCache* paged = nullptr;
+    Status reserve(int n_positions) {
+      return paged ? paged->reserve(0, n_positions) : Status::ok();
+    }
+  };
+  auto make_cache = [&]() {
+    TestCache t;
     const CacheSpec& spec = GetParam().cache;
-    if (spec.block_size <= 0)
-      return std::make_unique<ContiguousKvCache>(c.n_layer, c.kv_dim(), std::vector<int>{n});
+    if (spec.block_size <= 0) {
+      t.cache = std::make_unique<ContiguousKvCache>(c.n_layer, c.kv_dim(), std::vector<int>{n});
+      return t;
+    }
     auto paged = PagedKvCache::create(c.n_layer, c.kv_dim(), {spec.block_size, 0, 2 * n, {}});
     EXPECT_TRUE(paged.is_ok()) << paged.message();
-    return paged ? std::move(paged).value() : nullptr;
+    if (paged) {
+      t.paged = paged.value().get();
+      t.cache = std::move(paged).value();
+    }
+    return t;
   };
   std::vector<float> whole(c.n_vocab), pieces(c.n_vocab);
-  auto cache_a = make_cache(), cache_b = make_cache();
-  ASSERT_TRUE(cache_a && cache_b);
+  TestCache a = make_cache(), b = make_cache();
+  ASSERT_TRUE(a.cache && b.cache);
   const SequenceChunk all{0, 0, prompt};
-  ASSERT_TRUE(model_->forward(whole.data(), {&all, 1}, *cache_a, Parallel{2}).is_ok());
+  ASSERT_TRUE(a.reserve(n).is_ok());
+  const Status one_pass = model_->forward(whole.data(), {&all, 1}, *a.cache, Parallel{2});
+  ASSERT_TRUE(one_pass.is_ok()) << one_pass.message();
   for (int t = 0; t < n; t += 3) {
     const int len = std::min(3, n - t);
     const SequenceChunk part{0, t, std::span<const int32_t>(prompt).subspan(t, len)};
-    ASSERT_TRUE(model_->forward(pieces.data(), {&part, 1}, *cache_b, Parallel{1}).is_ok());
+    ASSERT_TRUE(b.reserve(t + len).is_ok());
+    const Status step = model_->forward(pieces.data(), {&part, 1}, *b.cache, Parallel{1});
+    ASSERT_TRUE(step.is_ok()) << step.message();
   }
   EXPECT_TRUE(test::bitwise_equal(whole, pieces))
       << "max |difference| " << test::max_abs_diff(whole, pieces);
