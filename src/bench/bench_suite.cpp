@@ -49,9 +49,9 @@ Result<BenchReport> run_bench(Model& model, const BenchOptions& o, const Paralle
   r.weight_bytes = model.weight_bytes();
 
   report_progress(o, "machine limits: read bandwidth and fma throughput");
-  auto bandwidth = measure_read_bandwidth(o.bandwidth_bytes, o.bandwidth_repeats, par);
-  if (!bandwidth) return bandwidth.status();
-  r.bandwidth_gbs = bandwidth.value() / 1e9;
+  KVLM_ASSIGN_OR_RETURN(auto bandwidth,
+                        measure_read_bandwidth(o.bandwidth_bytes, o.bandwidth_repeats, par));
+  r.bandwidth_gbs = bandwidth / 1e9;
   r.fma_gflops = measure_fma_throughput(o.limit_repeats, o.fma_seconds, par) / 1e9;
   const MachineRates rates{r.bandwidth_gbs * 1e9, r.fma_gflops * 1e9};
   // The bandwidth array is freed: from here the peak resident size is the model runs' own.
@@ -65,17 +65,16 @@ Result<BenchReport> run_bench(Model& model, const BenchOptions& o, const Paralle
   r.batch = std::max(o.batch, 1);
   auto prefill = [&](int n, TimedRun* out) -> Status {
     report_progress(o, printf_string("prefill of %d tokens", n));
-    auto run = time_prefill(model, n, o.prefill_repeats, par, o.kv);
-    if (!run) return run.status();
-    *out = run.value();
+    KVLM_ASSIGN_OR_RETURN(auto run, time_prefill(model, n, o.prefill_repeats, par, o.kv));
+    *out = run;
     r.kv_bytes_peak = std::max(r.kv_bytes_peak, out->kv_bytes);
     return Status::ok();
   };
   auto decode = [&](int batch, int context, TimedRun* out) -> Status {
     report_progress(o, printf_string("decode, batch %d, %d positions cached", batch, context));
-    auto run = time_decode(model, batch, context, o.decode_steps, o.decode_repeats, par, o.kv);
-    if (!run) return run.status();
-    *out = run.value();
+    KVLM_ASSIGN_OR_RETURN(
+        auto run, time_decode(model, batch, context, o.decode_steps, o.decode_repeats, par, o.kv));
+    *out = run;
     r.kv_bytes_peak = std::max(r.kv_bytes_peak, out->kv_bytes);
     return Status::ok();
   };
@@ -97,21 +96,19 @@ Result<BenchReport> run_bench(Model& model, const BenchOptions& o, const Paralle
   r.prefill_short_fma_frac = prefill_frac(r.prefill_short);
 
   report_progress(o, "the seed's experiment: 3 prompts, 20 new tokens, uncached then cached");
-  auto seed = run_cache_experiment(model, seed_prompts(), 20, rates, par, o.kv);
-  if (!seed) return seed.status();
-  r.seed = seed.value();
+  KVLM_ASSIGN_OR_RETURN(auto seed,
+                        run_cache_experiment(model, seed_prompts(), 20, rates, par, o.kv));
+  r.seed = seed;
   const int n64 = std::min(64, (c.n_ctx + 1) / 2);
   report_progress(
       o, printf_string("a %d-token prompt, %d new tokens, uncached then cached", n64, n64));
   std::vector<int32_t> prompt(n64);
   for (int i = 0; i < n64; ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 5) % c.n_vocab);
-  auto run_64 = run_cache_experiment(model, {prompt}, n64, rates, par, o.kv);
-  if (!run_64) return run_64.status();
-  r.run_64 = run_64.value();
+  KVLM_ASSIGN_OR_RETURN(auto run_64, run_cache_experiment(model, {prompt}, n64, rates, par, o.kv));
+  r.run_64 = run_64;
 
-  auto memory = read_resident_memory();
-  if (!memory) return memory.status();
-  r.memory = memory.value();
+  KVLM_ASSIGN_OR_RETURN(auto memory, read_resident_memory());
+  r.memory = memory;
   return r;
 }
 

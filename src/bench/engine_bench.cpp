@@ -72,13 +72,11 @@ Result<double> single_decode_speed(std::shared_ptr<LoadedModel> model, const Eng
   eo.threads = o.threads;
   eo.kv_dtype = o.kv_dtype;
   eo.kv_tokens = static_cast<int64_t>(prompt.size()) + o.new_tokens;
-  auto engine = Engine::create(model, eo);
-  if (!engine) return engine.status();
+  KVLM_ASSIGN_OR_RETURN(auto engine, Engine::create(model, eo));
   std::vector<Request> one;
   one.push_back(greedy_request(prompt, o.new_tokens));
-  auto done = run_to_completion(*engine.value(), std::move(one));
-  if (!done) return done.status();
-  const EngineStats st = engine.value()->stats();
+  KVLM_ASSIGN_OR_RETURN(auto done, run_to_completion(*engine, std::move(one)));
+  const EngineStats st = engine->stats();
   return st.decode_seconds > 0 ? st.decode_step_tokens / st.decode_seconds : 0.0;
 }
 
@@ -101,21 +99,19 @@ Result<EngineBenchResult> run_engine_bench(std::shared_ptr<LoadedModel> model,
   eo.kv_dtype = o.kv_dtype;
   eo.kv_tokens =
       static_cast<int64_t>(o.max_running) * std::min(model->n_ctx(), o.max_prompt + o.new_tokens);
-  auto engine = Engine::create(model, eo);
-  if (!engine) return engine.status();
+  KVLM_ASSIGN_OR_RETURN(auto engine, Engine::create(model, eo));
   std::map<RequestId, size_t> index;
   const auto start = Clock::now();
   for (size_t i = 0; i < prompts.size(); ++i) {
-    auto id = engine.value()->submit(greedy_request(prompts[i], o.new_tokens));
-    if (!id) return id.status();
-    index[id.value()] = i;
+    KVLM_ASSIGN_OR_RETURN(auto id, engine->submit(greedy_request(prompts[i], o.new_tokens)));
+    index[id] = i;
   }
   std::vector<Clock::time_point> last(prompts.size());
   std::vector<bool> started(prompts.size(), false);
   std::vector<std::vector<int32_t>> tokens(prompts.size());
   std::vector<double> ttft, itl;
-  while (engine.value()->has_unfinished()) {
-    const auto events = engine.value()->step();
+  while (engine->has_unfinished()) {
+    const auto events = engine->step();
     const auto now = Clock::now();
     for (const Event& e : events) {
       const size_t i = index.at(e.id);
@@ -127,7 +123,7 @@ Result<EngineBenchResult> run_engine_bench(std::shared_ptr<LoadedModel> model,
     }
   }
   r.wall_seconds = seconds(Clock::now() - start);
-  const EngineStats st = engine.value()->stats();
+  const EngineStats st = engine->stats();
   r.prompt_tokens = st.prompt_tokens;
   r.generated_tokens = st.generated_tokens;
   r.output_tokens_per_second = r.generated_tokens / r.wall_seconds;
@@ -141,9 +137,8 @@ Result<EngineBenchResult> run_engine_bench(std::shared_ptr<LoadedModel> model,
   std::vector<int32_t> single(std::min(128, longest));
   std::copy_n(prompts.back().begin(), std::min(single.size(), prompts.back().size()),
               single.begin());
-  auto alone = single_decode_speed(model, o, single);
-  if (!alone) return alone.status();
-  r.single_decode_tokens_per_second = alone.value();
+  KVLM_ASSIGN_OR_RETURN(auto alone, single_decode_speed(model, o, single));
+  r.single_decode_tokens_per_second = alone;
   r.decode_scaling = r.single_decode_tokens_per_second > 0
                          ? r.decode_tokens_per_second / r.single_decode_tokens_per_second
                          : 0.0;
@@ -156,16 +151,14 @@ Result<EngineBenchResult> run_engine_bench(std::shared_ptr<LoadedModel> model,
                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
     go.kv_storage.dtype = parse_cache_dtype(o.kv_dtype).value_or(KvDtype::f32);
     if (go.kv_storage.dtype == KvDtype::fp8) {  // the engine's calibrated scales, to compare bits
-      auto scales = calibrate_fp8_scales(model->model(), par);
-      if (!scales) return scales.status();
-      go.kv_storage = scales.value();
+      KVLM_ASSIGN_OR_RETURN(auto scales, calibrate_fp8_scales(model->model(), par));
+      go.kv_storage = scales;
     }
     const auto static_start = Clock::now();
-    auto result = generate(model->model(), prompts, go, par);
-    if (!result) return result.status();
+    KVLM_ASSIGN_OR_RETURN(auto result, generate(model->model(), prompts, go, par));
     r.static_wall_seconds = seconds(Clock::now() - static_start);
-    r.static_output_tokens_per_second = result->stats.generated_tokens / r.static_wall_seconds;
-    r.static_identical = result->tokens == tokens;
+    r.static_output_tokens_per_second = result.stats.generated_tokens / r.static_wall_seconds;
+    r.static_identical = result.tokens == tokens;
   }
   return r;
 }

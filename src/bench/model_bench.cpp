@@ -119,15 +119,13 @@ Result<CacheExperiment> run_cache_experiment(Model& model,
   options.max_new_tokens = max_new_tokens;
   options.use_cache = false;
   options.kv_storage = kv;
-  auto uncached = generate(model, prompts, options, par);
-  if (!uncached) return uncached.status();
+  KVLM_ASSIGN_OR_RETURN(auto uncached, generate(model, prompts, options, par));
   options.use_cache = true;
-  auto cached = generate(model, prompts, options, par);
-  if (!cached) return cached.status();
-  e.uncached_seconds = uncached->stats.prefill_seconds + uncached->stats.decode_seconds;
-  e.cached_seconds = cached->stats.prefill_seconds + cached->stats.decode_seconds;
+  KVLM_ASSIGN_OR_RETURN(auto cached, generate(model, prompts, options, par));
+  e.uncached_seconds = uncached.stats.prefill_seconds + uncached.stats.decode_seconds;
+  e.cached_seconds = cached.stats.prefill_seconds + cached.stats.decode_seconds;
   e.speedup = e.uncached_seconds / e.cached_seconds;
-  e.identical = uncached->tokens == cached->tokens;
+  e.identical = uncached.tokens == cached.tokens;
   for (int s = 0; s < max_new_tokens; ++s)
     e.positions_uncached += static_cast<int64_t>(max_len) + s;
   e.positions_cached = static_cast<int64_t>(max_len) + max_new_tokens - 1;

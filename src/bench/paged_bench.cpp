@@ -68,9 +68,9 @@ Status measure_memory(Model& model, const PagedBenchOptions& o, const Parallel& 
               o.block_size * o.block_size;
     r->prompt_tokens += static_cast<int64_t>(prompts.back().size());
   }
-  auto cache = PagedKvCache::create(c.n_layer, c.kv_dim(), {o.block_size, 0, budget, {}});
-  if (!cache) return cache.status();
-  PagedKvCache& kv = *cache.value();
+  KVLM_ASSIGN_OR_RETURN(auto cache,
+                        PagedKvCache::create(c.n_layer, c.kv_dim(), {o.block_size, 0, budget, {}}));
+  PagedKvCache& kv = *cache;
   GenerateOptions options;
   options.max_new_tokens = *std::max_element(outputs.begin(), outputs.end());
   options.paged_cache = &kv;
@@ -86,10 +86,9 @@ Status measure_memory(Model& model, const PagedBenchOptions& o, const Parallel& 
     }
     return ++produced[seq] >= outputs[seq];
   };
-  auto result = generate(model, prompts, options, par);
-  if (!result) return result.status();
+  KVLM_ASSIGN_OR_RETURN(auto result, generate(model, prompts, options, par));
   const int64_t per_token = c.kv_bytes_per_token(sizeof(float));
-  r->generated_tokens = result->stats.generated_tokens;
+  r->generated_tokens = result.stats.generated_tokens;
   r->kv_bytes_paged = static_cast<int64_t>(peak_blocks) * kv.block_bytes();
   r->kv_bytes_used = positions_at_peak * per_token;
   r->kv_bytes_contiguous = static_cast<int64_t>(o.n_sequences) * c.n_ctx * per_token;
@@ -97,7 +96,7 @@ Status measure_memory(Model& model, const PagedBenchOptions& o, const Parallel& 
   r->kv_waste_frac = r->kv_bytes_paged > 0 ? static_cast<double>(waste) / r->kv_bytes_paged : 0;
   r->kv_waste_blocks_per_sequence =
       static_cast<double>(waste) / static_cast<double>(kv.block_bytes()) / o.n_sequences;
-  r->memory_seconds = result->stats.prefill_seconds + result->stats.decode_seconds;
+  r->memory_seconds = result.stats.prefill_seconds + result.stats.decode_seconds;
   return Status::ok();
 }
 
@@ -123,9 +122,8 @@ Status measure_prefix(Model& model, const PagedBenchOptions& o, const Parallel& 
     options.observe = [&](int, int seq, std::span<const float> row) {
       rows[seq].insert(rows[seq].end(), row.begin(), row.end());
     };
-    auto result = generate(model, prompts, options, par);
-    if (!result) return result.status();
-    stats[shared] = result->stats;
+    KVLM_ASSIGN_OR_RETURN(auto result, generate(model, prompts, options, par));
+    stats[shared] = result.stats;
     for (const auto& seq_rows : rows)
       logits[shared].insert(logits[shared].end(), seq_rows.begin(), seq_rows.end());
   }

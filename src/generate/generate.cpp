@@ -76,9 +76,8 @@ Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int3
     PagedKvCacheOptions po{options.paged->block_size, options.paged->kv_memory_bytes, 0, storage};
     const int B = std::max(options.paged->block_size, 1);  // create() rejects a bad size
     for (int capacity : capacities) po.token_budget += (capacity + B - 1) / B * B;
-    auto made = PagedKvCache::create(c.n_layer, c.kv_dim(), po);
-    if (!made) return made.status();
-    owned_paged = std::move(made.value());
+    KVLM_ASSIGN_OR_RETURN(auto made, PagedKvCache::create(c.n_layer, c.kv_dim(), po));
+    owned_paged = std::move(made);
     paged = owned_paged.get();
   }
   const bool share = paged && (!options.paged || options.paged->share_prefixes);
@@ -129,10 +128,9 @@ Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int3
         if (options.use_cache && step > 0) {  // decode: only the newest token
           chunk.start_pos = static_cast<int>(tokens.size()) - 1;
         } else if (share) {  // prefill from the first position not cached
-          auto cached = paged->match_prefix(s, tokens);
-          if (!cached) return cached.status();
-          chunk.start_pos = cached.value();
-          result.stats.prompt_tokens_cached += cached.value();
+          KVLM_ASSIGN_OR_RETURN(auto cached, paged->match_prefix(s, tokens));
+          chunk.start_pos = cached;
+          result.stats.prompt_tokens_cached += cached;
         }
         chunk.tokens = std::span<const int32_t>(tokens).subspan(chunk.start_pos);
         result.stats.rows_computed += static_cast<int64_t>(chunk.tokens.size());

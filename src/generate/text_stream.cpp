@@ -3,9 +3,8 @@
 namespace kvlm {
 
 Result<TextStream> TextStream::create(const Tokenizer& tokenizer, std::vector<std::string> stops) {
-  auto matcher = StopMatcher::create(std::move(stops));
-  if (!matcher) return matcher.status();
-  return TextStream(tokenizer, std::move(matcher.value()));
+  KVLM_ASSIGN_OR_RETURN(auto matcher, StopMatcher::create(std::move(stops)));
+  return TextStream(tokenizer, std::move(matcher));
 }
 
 Result<TextStream::Step> TextStream::push(int32_t token) {
@@ -14,9 +13,8 @@ Result<TextStream::Step> TextStream::push(int32_t token) {
     step.stopped = true;
     return step;
   }
-  auto piece = decoder_.push(token);
-  if (!piece) return piece.status();
-  StopMatcher::Step matched = matcher_.feed(piece.value());
+  KVLM_ASSIGN_OR_RETURN(auto piece, decoder_.push(token));
+  StopMatcher::Step matched = matcher_.feed(piece);
   step.emit = std::move(matched.emit);
   step.stopped = matched.stopped;
   text_ += step.emit;

@@ -79,9 +79,8 @@ void Server::start() {
 
 Status Server::attach(std::shared_ptr<LoadedModel> model, const EngineOptions& engine_options,
                       const ChatTemplate& chat) {
-  Result<std::unique_ptr<Engine>> engine = Engine::create(model, engine_options);
-  if (!engine) return engine.status();
-  engine_ = std::move(engine.value());
+  KVLM_ASSIGN_OR_RETURN(auto engine, Engine::create(model, engine_options));
+  engine_ = std::move(engine);
   loop_ = std::make_unique<EngineLoop>(*engine_, options_.max_running + options_.max_queue);
   ctx_.model = model;
   ctx_.loop = loop_.get();
