@@ -13,6 +13,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "ops/matmul_internal.h"
 #include "ops/quant.h"
@@ -38,9 +39,31 @@ namespace {
 // with kVecRegs/2 rows the buffer stays in L1 (8 x 256 x 4 = 8 KB).
 constexpr size_t kChunk = 256;
 
+// Q8_0 in vectors: int8 widened to int32, converted (exactly) and multiplied by d, the one
+// rounding ggml's q * d has.
+HWY_INLINE void DequantizeQ8_0(float* HWY_RESTRICT y, const uint8_t* HWY_RESTRICT src, size_t n) {
+  const DD dd;
+  const hn::Rebind<int32_t, DD> d32;
+  const hn::Rebind<int8_t, DD> d8;
+  for (size_t b = 0; b < n / 32; ++b, src += 34, y += 32) {
+    uint16_t h;
+    std::memcpy(&h, src, 2);
+    const VD d = hn::Set(dd, f16_to_f32_fast(h));
+    const auto* q = reinterpret_cast<const int8_t*>(src + 2);
+    for (size_t k = 0; k < 32; k += kDN) {
+      const VD v = hn::ConvertTo(dd, hn::PromoteTo(d32, hn::LoadU(d8, q + k)));
+      hn::Store(hn::Mul(v, d), dd, y + k);
+    }
+  }
+}
+
 // The block dequantizers of ops/quant.h, inlined here so they are compiled for this target.
 template <DType kType>
 HWY_INLINE void DequantizeChunk(float* HWY_RESTRICT y, const uint8_t* HWY_RESTRICT src, size_t n) {
+  if constexpr (kType == DType::kQ8_0) {
+    DequantizeQ8_0(y, src, n);
+    return;
+  }
   constexpr size_t kBlock = kType == DType::kQ8_0 || kType == DType::kQ4_0 ? 32 : 256;
   constexpr size_t kBytes = kType == DType::kQ8_0   ? 34
                             : kType == DType::kQ4_0 ? 18

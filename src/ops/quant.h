@@ -62,20 +62,40 @@ inline void q4_k_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   }
 }
 
+// fp16 -> fp32, exact and branch-light (the block scales are converted once per block, inside
+// the kernels' inner loops): the 15 bits below the sign, shifted into an fp32's exponent and
+// mantissa, scaled by 2^112 (exact for normals and subnormals alike); infinities and NaNs
+// rebuilt. The same bits as f16_to_f32 for all 65536 inputs (tests/ops/quant_test.cpp).
+inline float f16_to_f32_fast(uint16_t h) {
+  const uint32_t magnitude = h & 0x7fffu;
+  uint32_t bits = magnitude << 13;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  f *= 0x1p112f;
+  if (magnitude >= 0x7c00u) {  // inf or NaN
+    bits = 0x7f800000u | ((magnitude & 0x3ffu) << 13);
+    std::memcpy(&f, &bits, 4);
+  }
+  std::memcpy(&bits, &f, 4);
+  bits |= static_cast<uint32_t>(h & 0x8000u) << 16;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 // One block's values, as ggml's dequantize_row_* computes them (fp32, products in the order
 // the layout comment above writes them). Inline so that the SIMD kernels compile them for their
 // own target; `src` need not be aligned.
 inline void dequantize_block_q8_0(float* y, const uint8_t* src) {
   BlockQ8_0 b;
   std::memcpy(&b, src, sizeof(b));
-  const float d = f16_to_f32(b.d);
+  const float d = f16_to_f32_fast(b.d);
   for (int j = 0; j < 32; ++j) y[j] = b.q[j] * d;
 }
 
 inline void dequantize_block_q4_0(float* y, const uint8_t* src) {
   BlockQ4_0 b;
   std::memcpy(&b, src, sizeof(b));
-  const float d = f16_to_f32(b.d);
+  const float d = f16_to_f32_fast(b.d);
   for (int j = 0; j < 16; ++j) {
     y[j] = ((b.qs[j] & 0x0F) - 8) * d;
     y[j + 16] = ((b.qs[j] >> 4) - 8) * d;
@@ -85,7 +105,7 @@ inline void dequantize_block_q4_0(float* y, const uint8_t* src) {
 inline void dequantize_block_q4_k(float* y, const uint8_t* src) {
   BlockQ4_K b;
   std::memcpy(&b, src, sizeof(b));
-  const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
+  const float d = f16_to_f32_fast(b.d), dmin = f16_to_f32_fast(b.dmin);
   const uint8_t* q = b.qs;
   for (int j = 0; j < 4; ++j, q += 32, y += 64) {  // 64 values per 32 bytes of qs
     uint8_t sc, m;
@@ -101,7 +121,7 @@ inline void dequantize_block_q4_k(float* y, const uint8_t* src) {
 inline void dequantize_block_q6_k(float* y, const uint8_t* src) {
   BlockQ6_K b;
   std::memcpy(&b, src, sizeof(b));
-  const float d = f16_to_f32(b.d);
+  const float d = f16_to_f32_fast(b.d);
   const uint8_t* ql = b.ql;
   const uint8_t* qh = b.qh;
   const int8_t* sc = b.scales;

@@ -22,6 +22,14 @@ std::vector<float> dequantize(const Block& b, DType type) {
   return y;
 }
 
+TEST(QuantBlocks, FastHalfConversionIsExactForEveryInput) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float a = f16_to_f32(static_cast<uint16_t>(h)),
+                b = f16_to_f32_fast(static_cast<uint16_t>(h));
+    ASSERT_EQ(0, std::memcmp(&a, &b, 4)) << "fp16 bits " << h;
+  }
+}
+
 TEST(QuantBlocks, Q8_0) {
   BlockQ8_0 b;
   b.d = 0x3800;  // 0.5
