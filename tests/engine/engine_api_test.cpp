@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -132,18 +133,23 @@ TEST(EngineApiTest, SubmissionsFromAnotherThreadWhileStepping) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   });
-  std::vector<std::vector<int32_t>> tokens(specs.size());
-  std::map<RequestId, size_t> index;
-  for (int step = 0; step < 100000; ++step) {
+  // Events are filed by id: a request can produce tokens before its submit() call returns to
+  // the client thread, so the loop must not need the client's ids. Bounded by time, not steps
+  // (a starved client thread must not end the loop early).
+  std::map<RequestId, std::vector<int32_t>> by_id;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
     const bool all_in = submitted.load() == static_cast<int>(specs.size());
     if (all_in && !engine.value()->has_unfinished()) break;
-    for (const Event& e : engine.value()->step()) {
-      size_t i = 0;
-      while (ids[i] != e.id) ++i;  // ids[i] is written before submitted is bumped
-      if (e.token >= 0) tokens[i].push_back(e.token);
-    }
+    const std::vector<Event> events = engine.value()->step();
+    if (events.empty()) std::this_thread::yield();
+    for (const Event& e : events)
+      if (e.token >= 0) by_id[e.id].push_back(e.token);
   }
   client.join();
+  EXPECT_FALSE(engine.value()->has_unfinished()) << "not finished within 120 s";
+  std::vector<std::vector<int32_t>> tokens(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) tokens[i] = by_id[ids[i]];
   for (size_t i = 0; i < specs.size(); ++i) EXPECT_EQ(tokens[i], alone[i].tokens) << i;
 }
 

@@ -23,11 +23,6 @@
 
 namespace kvlm {
 
-// Parameterised cases print their weight type (SuiteNames asks every parameter to print).
-inline void PrintTo(DType t, std::ostream* os) {
-  *os << dtype_name(t);
-}
-
 namespace {
 
 using test::expect_error;

@@ -15,11 +15,6 @@
 
 namespace kvlm {
 
-// Parameterised cases print their weight type (SuiteNames asks every parameter to print).
-inline void PrintTo(DType t, std::ostream* os) {
-  *os << dtype_name(t);
-}
-
 namespace {
 
 const std::vector<std::vector<int32_t>> kPrompts = {

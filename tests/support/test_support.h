@@ -6,11 +6,22 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "model/config.h"
 #include "model/random_gpt2.h"
+#include "ops/dtype.h"
+
+namespace kvlm {
+
+// Parameterised suites over a weight dtype print it by name (SuiteNames checks every suite).
+inline void PrintTo(DType dtype, std::ostream* os) {
+  *os << dtype_name(dtype);
+}
+
+}  // namespace kvlm
 
 namespace kvlm::test {
 
