@@ -8,6 +8,8 @@
 #include <set>
 #include <sstream>
 
+#include "model/config_fields.h"
+
 namespace kvlm::kv {
 namespace {
 
@@ -46,95 +48,14 @@ std::uint64_t u(std::int64_t v) {
   return static_cast<std::uint64_t>(v);
 }
 
-// ---- config.json field reading --------------------------------------------------------------
+// ---- config.json field reading: model/config_fields.h ---------------------------------------
 
-// Reads fields of one config object, naming the source, the layout and the fields that layout
-// needs in every error.
-class FieldReader {
- public:
-  FieldReader(const json& obj, std::string_view source, std::string layout, std::string needs)
-      : obj_(obj), source_(source), layout_(std::move(layout)), needs_(std::move(needs)) {}
-
-  bool has(const char* key) const { return obj_.contains(key) && !obj_.at(key).is_null(); }
-
-  // A required integer > 0.
-  Result<std::int64_t> positive(const char* key) const {
-    if (!has(key)) {
-      return Status::error(std::string(source_) + ": field '" + key + "' is missing; " + layout_ +
-                           " configs need " + needs_);
-    }
-    return check_positive(key);
-  }
-
-  // An optional integer > 0; `fallback` when absent or null.
-  Result<std::int64_t> positive_or(const char* key, std::int64_t fallback) const {
-    if (!has(key)) return fallback;
-    return check_positive(key);
-  }
-
-  // An optional integer >= 0; `fallback` when absent or null.
-  Result<std::int64_t> non_negative_or(const char* key, std::int64_t fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = obj_.at(key);
-    if (!v.is_number_integer() || v.get<std::int64_t>() < 0) {
-      return Status::error(std::string(source_) + ": field '" + key +
-                           "' must be an integer >= 0 (or null), found " + v.dump());
-    }
-    return v.get<std::int64_t>();
-  }
-
-  Result<bool> boolean_or(const char* key, bool fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = obj_.at(key);
-    if (!v.is_boolean()) {
-      return Status::error(std::string(source_) + ": field '" + key +
-                           "' must be true or false, found " + v.dump());
-    }
-    return v.get<bool>();
-  }
-
-  std::string string_or(const char* key, std::string fallback) const {
-    return has(key) && obj_.at(key).is_string() ? obj_.at(key).get<std::string>() : fallback;
-  }
-
-  // A list of non-negative integers (layer indices); empty when absent.
-  Result<std::set<std::int64_t>> index_set(const char* key) const {
-    std::set<std::int64_t> out;
-    if (!has(key)) return out;
-    const json& v = obj_.at(key);
-    bool ok = v.is_array();
-    if (ok) {
-      for (const json& e : v) {
-        if (!e.is_number_integer() || e.get<std::int64_t>() < 0) ok = false;
-        if (ok) out.insert(e.get<std::int64_t>());
-      }
-    }
-    if (!ok) {
-      return Status::error(std::string(source_) + ": field '" + key +
-                           "' must be a list of layer indices, found " + v.dump());
-    }
-    return out;
-  }
-
-  Status error(const std::string& what) const {
-    return Status::error(std::string(source_) + ": " + what);
-  }
-
- private:
-  Result<std::int64_t> check_positive(const char* key) const {
-    const json& v = obj_.at(key);
-    if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) {
-      return Status::error(std::string(source_) + ": field '" + key +
-                           "' must be a positive integer, found " + v.dump());
-    }
-    return v.get<std::int64_t>();
-  }
-
-  const json& obj_;
-  std::string_view source_;
-  std::string layout_;
-  std::string needs_;
-};
+// A reader of one config object whose missing-field errors say what `layout` configs need.
+ConfigFields fields(const json& obj, std::string_view source, const std::string& layout = "",
+                    const std::string& needs = "") {
+  return ConfigFields(obj, std::string(source),
+                      layout.empty() ? "" : layout + " configs need " + needs);
+}
 
 // Unwraps a Result into `var`, returning its error from the enclosing function.
 #define KVLM_ASSIGN(var, expr)                             \
@@ -144,7 +65,7 @@ class FieldReader {
 
 // The checkpoint's dtype from torch_dtype (or "dtype", its newer name), overridden by an fp8
 // quantization_config: DeepSeek V3 says torch_dtype bfloat16 but ships fp8 linear weights.
-std::string checkpoint_dtype_of(const FieldReader& root) {
+std::string checkpoint_dtype_of(const ConfigFields& root) {
   std::string name = lower(root.string_or("torch_dtype", root.string_or("dtype", "")));
   if (name == "float32") return "f32";
   if (name == "float16") return "f16";
@@ -154,7 +75,7 @@ std::string checkpoint_dtype_of(const FieldReader& root) {
 
 // ---- GPT-2 ----------------------------------------------------------------------------------
 
-Result<KvGeometry> parse_gpt2(const FieldReader& f) {
+Result<KvGeometry> parse_gpt2(const ConfigFields& f) {
   KvGeometry g;
   KVLM_ASSIGN(n_layer, f.positive("n_layer"));
   KVLM_ASSIGN(n_head, f.positive("n_head"));
@@ -193,7 +114,7 @@ std::uint64_t gated_mlp(std::uint64_t H, std::uint64_t inner) {
   return 3 * H * inner;
 }
 
-Result<KvGeometry> parse_llama(const FieldReader& f, const std::string& model_type) {
+Result<KvGeometry> parse_llama(const ConfigFields& f, const std::string& model_type) {
   KvGeometry g;
   KVLM_ASSIGN(n_layer, f.positive("num_hidden_layers"));
   KVLM_ASSIGN(n_head, f.positive("num_attention_heads"));
@@ -272,7 +193,7 @@ Result<KvGeometry> parse_llama(const FieldReader& f, const std::string& model_ty
 
 // ---- DeepSeek V2/V3 (multi-head latent attention) -------------------------------------------
 
-Result<KvGeometry> parse_mla(const FieldReader& f) {
+Result<KvGeometry> parse_mla(const ConfigFields& f) {
   KvGeometry g;
   g.mla = true;
   KVLM_ASSIGN(n_layer, f.positive("num_hidden_layers"));
@@ -479,7 +400,7 @@ Result<KvGeometry> kv_geometry_from_config_text(std::string_view json_text,
   json root;
   try {
     root = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     return Status::error(std::string(source) + ": not valid JSON: " + e.what());
   }
   if (!root.is_object()) {
@@ -494,23 +415,23 @@ Result<KvGeometry> kv_geometry_from_config_text(std::string_view json_text,
       root["text_config"].is_object()) {
     cfg = &root["text_config"];
   }
-  const FieldReader top(root, source, "", "");
+  const ConfigFields top = fields(root, source);
   std::string model_type = top.string_or("model_type", "");
   if (model_type.empty() && cfg != &root)
-    model_type = FieldReader(*cfg, source, "", "").string_or("model_type", "");
+    model_type = fields(*cfg, source).string_or("model_type", "");
 
   Result<KvGeometry> parsed = Status::error("");
   if (cfg->contains("kv_lora_rank") && !(*cfg)["kv_lora_rank"].is_null()) {
-    parsed = parse_mla(FieldReader(*cfg, source, "DeepSeek MLA",
-                                   "num_hidden_layers, num_attention_heads, kv_lora_rank, "
-                                   "qk_rope_head_dim, qk_nope_head_dim, v_head_dim"));
+    parsed = parse_mla(fields(*cfg, source, "DeepSeek MLA",
+                              "num_hidden_layers, num_attention_heads, kv_lora_rank, "
+                              "qk_rope_head_dim, qk_nope_head_dim, v_head_dim"));
   } else if (cfg->contains("n_layer") || cfg->contains("n_embd")) {
-    parsed = parse_gpt2(FieldReader(*cfg, source, "GPT-2", "n_layer, n_head, n_embd"));
+    parsed = parse_gpt2(fields(*cfg, source, "GPT-2", "n_layer, n_head, n_embd"));
   } else if (cfg->contains("num_hidden_layers")) {
-    parsed = parse_llama(FieldReader(*cfg, source, "Llama-style",
-                                     "num_hidden_layers, num_attention_heads, and head_dim or "
-                                     "hidden_size (num_key_value_heads defaults to "
-                                     "num_attention_heads)"),
+    parsed = parse_llama(fields(*cfg, source, "Llama-style",
+                                "num_hidden_layers, num_attention_heads, and head_dim or "
+                                "hidden_size (num_key_value_heads defaults to "
+                                "num_attention_heads)"),
                          model_type);
   } else {
     std::string found;
@@ -530,7 +451,7 @@ Result<KvGeometry> kv_geometry_from_config_text(std::string_view json_text,
   g.checkpoint_dtype = checkpoint_dtype_of(top);
   if (root.contains("quantization_config") && root["quantization_config"].is_object()) {
     const std::string method =
-        FieldReader(root["quantization_config"], source, "", "").string_or("quant_method", "");
+        fields(root["quantization_config"], source).string_or("quant_method", "");
     g.checkpoint_dtype = method == "fp8" ? "fp8" : "";  // other schemes: size unknown
     if (method != "fp8") {
       g.weights_note += std::string(g.weights_note.empty() ? "" : "; ") + "quantized checkpoint (" +

@@ -64,6 +64,12 @@ Status Gpt2Model::bind(const LoadOptions& options) {
   Gpt2Weights& w = weights_;
   KVLM_RETURN_IF_ERROR(matrix("wte.weight", V, C, WeightLayout::kOutIn, &w.wte));
   KVLM_RETURN_IF_ERROR(vec("wpe.weight", {config_.n_ctx, C}, &w.wpe));
+  // n_layer is the config's claim, the tensors are what the files hold: the last layer must
+  // exist before anything is sized by n_layer.
+  const std::string last_layer = "h." + std::to_string(config_.n_layer - 1) + ".ln_1.weight";
+  if (!checkpoint_.find(last_layer, kPrefixes))
+    return Status::error(checkpoint_.description() + ": missing tensor '" + last_layer +
+                         "' (config.json says n_layer " + std::to_string(config_.n_layer) + ")");
   w.layers.resize(config_.n_layer);
   for (int l = 0; l < config_.n_layer; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";

@@ -3,86 +3,12 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "model/config_fields.h"
 #include "ops/rope.h"
 
 namespace kvlm {
 
 namespace {
-
-// Field access with Hugging Face's defaults and errors that name the file and the field.
-class Fields {
- public:
-  Fields(const nlohmann::json& j, const std::string& source) : j_(j), source_(source) {}
-
-  bool has(const char* field) const { return j_.contains(field) && !j_[field].is_null(); }
-
-  // A positive integer; `fallback` <= 0 means the field is required.
-  Status positive_int(const char* field, int fallback, int* out) const {
-    if (!has(field)) {
-      if (fallback <= 0) return Status::error(source_ + ": missing required field '" + field + "'");
-      *out = fallback;
-      return Status::ok();
-    }
-    const auto& v = j_[field];
-    if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > (int64_t{1} << 30))
-      return Status::error(source_ + ": field '" + field +
-                           "' must be a positive integer below 2^30, found " + v.dump());
-    *out = static_cast<int>(v.get<int64_t>());
-    return Status::ok();
-  }
-
-  Status positive_number(const char* field, float fallback, float* out) const {
-    if (!has(field)) {
-      *out = fallback;
-      return Status::ok();
-    }
-    const auto& v = j_[field];
-    if (!v.is_number() || !(v.get<double>() > 0.0) || !std::isfinite(v.get<double>()))
-      return Status::error(source_ + ": field '" + field + "' must be a positive number, found " +
-                           v.dump());
-    *out = v.get<float>();
-    return Status::ok();
-  }
-
-  Status boolean(const char* field, bool fallback, bool* out) const {
-    if (!has(field)) {
-      *out = fallback;
-      return Status::ok();
-    }
-    if (!j_[field].is_boolean())
-      return Status::error(source_ + ": field '" + field + "' must be true or false, found " +
-                           j_[field].dump());
-    *out = j_[field].get<bool>();
-    return Status::ok();
-  }
-
-  // A token id, or a list of them (Llama 3.1 lists several eos ids): *first gets the first,
-  // *all (when given) every one.
-  Status token_id(const char* field, int n_vocab, int* first,
-                  std::vector<int32_t>* all = nullptr) const {
-    if (!has(field)) return Status::ok();
-    const nlohmann::json& v = j_[field];
-    const nlohmann::json list = v.is_array() ? v : nlohmann::json::array({v});
-    if (list.empty())
-      return Status::error(source_ + ": field '" + field + "' must be a token id, found []");
-    for (const nlohmann::json& item : list) {
-      if (!item.is_number_integer())
-        return Status::error(source_ + ": field '" + field + "' must be a token id, found " +
-                             v.dump());
-      const int64_t id = item.get<int64_t>();
-      if (id < 0 || id >= n_vocab)
-        return Status::error(source_ + ": " + field + " " + std::to_string(id) +
-                             " is outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
-      if (all) all->push_back(static_cast<int32_t>(id));
-    }
-    *first = list[0].get<int>();
-    return Status::ok();
-  }
-
- private:
-  const nlohmann::json& j_;
-  const std::string& source_;
-};
 
 Status parse_rope_scaling(const nlohmann::json& j, const std::string& source, RopeScaling* out) {
   if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return Status::ok();
@@ -98,12 +24,12 @@ Status parse_rope_scaling(const nlohmann::json& j, const std::string& source, Ro
       break;
     }
   const std::string where = source + ": rope_scaling";
-  Fields f(s, where);
+  const ConfigFields f(s, where);
   if (type == "default") return Status::ok();
   if (type == "linear") {
     out->kind = RopeScaling::Kind::kLinear;
-    KVLM_RETURN_IF_ERROR(f.positive_number("factor", 0.0f, &out->factor));
-    if (!(out->factor > 0.0f)) return Status::error(where + ": missing field 'factor'");
+    if (!f.has("factor")) return Status::error(where + ": missing field 'factor' (linear)");
+    KVLM_RETURN_IF_ERROR(f.positive_number_or("factor", 1.0f, &out->factor));
     return Status::ok();
   }
   if (type == "llama3") {
@@ -111,11 +37,11 @@ Status parse_rope_scaling(const nlohmann::json& j, const std::string& source, Ro
     for (const char* key :
          {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
       if (!f.has(key)) return Status::error(where + ": missing field '" + key + "' (llama3)");
-    KVLM_RETURN_IF_ERROR(f.positive_number("factor", 1.0f, &out->factor));
-    KVLM_RETURN_IF_ERROR(f.positive_number("low_freq_factor", 1.0f, &out->low_freq_factor));
-    KVLM_RETURN_IF_ERROR(f.positive_number("high_freq_factor", 4.0f, &out->high_freq_factor));
+    KVLM_RETURN_IF_ERROR(f.positive_number_or("factor", 1.0f, &out->factor));
+    KVLM_RETURN_IF_ERROR(f.positive_number_or("low_freq_factor", 1.0f, &out->low_freq_factor));
+    KVLM_RETURN_IF_ERROR(f.positive_number_or("high_freq_factor", 4.0f, &out->high_freq_factor));
     KVLM_RETURN_IF_ERROR(
-        f.positive_int("original_max_position_embeddings", 8192, &out->original_max_position));
+        f.positive_or("original_max_position_embeddings", 8192, &out->original_max_position));
     if (!(out->high_freq_factor > out->low_freq_factor))
       return Status::error(where + ": high_freq_factor must exceed low_freq_factor");
     return Status::ok();
@@ -142,13 +68,9 @@ Status validate_llama_config(const LlamaConfig& c, const std::string& source) {
 }
 
 Result<LlamaConfig> parse_llama_config(const std::string& json_text, const std::string& source) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::exception& e) {
-    return Status::error(source + ": not valid JSON: " + e.what());
-  }
-  if (!j.is_object()) return Status::error(source + ": expected a JSON object");
+  Result<nlohmann::json> parsed = ConfigFields::parse_object(json_text, source);
+  KVLM_RETURN_IF_ERROR(parsed);
+  const nlohmann::json& j = parsed.value();
   std::string model_type = "llama";
   if (j.contains("model_type")) {
     if (!j["model_type"].is_string() ||
@@ -158,31 +80,31 @@ Result<LlamaConfig> parse_llama_config(const std::string& json_text, const std::
     model_type = j["model_type"].get<std::string>();
   }
   const bool mistral = model_type == "mistral";
-  Fields f(j, source);
+  const ConfigFields f(j, source);
   LlamaConfig lc;
   ModelConfig& c = lc.model;
   c.arch = Architecture::kLlama;
-  KVLM_RETURN_IF_ERROR(f.positive_int("vocab_size", 0, &c.n_vocab));
-  KVLM_RETURN_IF_ERROR(f.positive_int("hidden_size", 0, &c.n_embd));
-  KVLM_RETURN_IF_ERROR(f.positive_int("intermediate_size", 0, &c.n_ff));
-  KVLM_RETURN_IF_ERROR(f.positive_int("num_hidden_layers", 0, &c.n_layer));
-  KVLM_RETURN_IF_ERROR(f.positive_int("num_attention_heads", 0, &c.n_head));
-  KVLM_RETURN_IF_ERROR(f.positive_int("num_key_value_heads", c.n_head, &c.n_kv_head));
+  KVLM_RETURN_IF_ERROR(f.positive("vocab_size", &c.n_vocab));
+  KVLM_RETURN_IF_ERROR(f.positive("hidden_size", &c.n_embd));
+  KVLM_RETURN_IF_ERROR(f.positive("intermediate_size", &c.n_ff));
+  KVLM_RETURN_IF_ERROR(f.positive("num_hidden_layers", &c.n_layer));
+  KVLM_RETURN_IF_ERROR(f.positive("num_attention_heads", &c.n_head));
+  KVLM_RETURN_IF_ERROR(f.positive_or("num_key_value_heads", c.n_head, &c.n_kv_head));
   if (!f.has("head_dim") && c.n_embd % c.n_head != 0)
     return Status::error(source + ": num_attention_heads (" + std::to_string(c.n_head) +
                          ") must divide hidden_size (" + std::to_string(c.n_embd) +
                          ") when head_dim is not given");
-  KVLM_RETURN_IF_ERROR(f.positive_int("head_dim", c.n_embd / c.n_head, &c.head_dim));
+  KVLM_RETURN_IF_ERROR(f.positive_or("head_dim", c.n_embd / c.n_head, &c.head_dim));
   if (c.n_head % c.n_kv_head != 0)
     return Status::error(source + ": num_key_value_heads (" + std::to_string(c.n_kv_head) +
                          ") must divide num_attention_heads (" + std::to_string(c.n_head) + ")");
   KVLM_RETURN_IF_ERROR(
-      f.positive_int("max_position_embeddings", mistral ? 4096 * 32 : 2048, &c.n_ctx));
-  KVLM_RETURN_IF_ERROR(f.positive_number("rms_norm_eps", 1e-6f, &c.norm_eps));
-  KVLM_RETURN_IF_ERROR(f.positive_number("rope_theta", 10000.0f, &c.rope_theta));
-  KVLM_RETURN_IF_ERROR(f.boolean("tie_word_embeddings", false, &c.tied_embeddings));
-  KVLM_RETURN_IF_ERROR(f.boolean("attention_bias", false, &lc.attention_bias));
-  KVLM_RETURN_IF_ERROR(f.boolean("mlp_bias", false, &lc.mlp_bias));
+      f.positive_or("max_position_embeddings", mistral ? 4096 * 32 : 2048, &c.n_ctx));
+  KVLM_RETURN_IF_ERROR(f.positive_number_or("rms_norm_eps", 1e-6f, &c.norm_eps));
+  KVLM_RETURN_IF_ERROR(f.positive_number_or("rope_theta", 10000.0f, &c.rope_theta));
+  KVLM_RETURN_IF_ERROR(f.boolean_or("tie_word_embeddings", false, &c.tied_embeddings));
+  KVLM_RETURN_IF_ERROR(f.boolean_or("attention_bias", false, &lc.attention_bias));
+  KVLM_RETURN_IF_ERROR(f.boolean_or("mlp_bias", false, &lc.mlp_bias));
   if (f.has("hidden_act") && j["hidden_act"] != "silu")
     return Status::error(source + ": hidden_act is " + j["hidden_act"].dump() +
                          ", but kvlm implements the Llama family's \"silu\" (SwiGLU) only");
@@ -190,7 +112,7 @@ Result<LlamaConfig> parse_llama_config(const std::string& json_text, const std::
     if (!j.contains("sliding_window")) {
       lc.sliding_window = 4096;
     } else if (f.has("sliding_window")) {
-      KVLM_RETURN_IF_ERROR(f.positive_int("sliding_window", 0, &lc.sliding_window));
+      KVLM_RETURN_IF_ERROR(f.positive("sliding_window", &lc.sliding_window));
     }
   }
   KVLM_RETURN_IF_ERROR(parse_rope_scaling(j, source, &lc.rope_scaling));

@@ -71,6 +71,14 @@ Result<std::unique_ptr<LlamaModel>> create_llama_hf(LlamaConfig config, Checkpoi
   Binder b(config, ckpt, options, &storage->owned);
   LlamaWeights w;
   KVLM_RETURN_IF_ERROR(b.matrix("embed_tokens.weight", V, C, &w.embed));
+  // n_layer is the config's claim, the tensors are what the files hold: the last layer must
+  // exist before anything is sized by n_layer.
+  const std::string last_layer =
+      "layers." + std::to_string(c.n_layer - 1) + ".input_layernorm.weight";
+  if (!ckpt.find(last_layer, kPrefixes))
+    return Status::error(ckpt.description() + ": missing tensor '" + last_layer +
+                         "' (config.json says num_hidden_layers " + std::to_string(c.n_layer) +
+                         ")");
   w.layers.resize(c.n_layer);
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";

@@ -356,15 +356,16 @@ TEST(KvSizeBadInput, ConfigWithoutAnyKnownLayout) {
 }
 
 TEST(KvSizeBadInput, ConfigMissingAFieldOfItsLayout) {
-  expect_error(parse(R"({"n_layer": 12, "n_embd": 768})"),
-               {"test/config.json", "'n_head' is missing", "GPT-2", "n_layer, n_head, n_embd"});
+  expect_error(
+      parse(R"({"n_layer": 12, "n_embd": 768})"),
+      {"test/config.json", "missing required field 'n_head'", "GPT-2", "n_layer, n_head, n_embd"});
   expect_error(parse(R"({"num_hidden_layers": 12, "hidden_size": 768})"),
-               {"'num_attention_heads' is missing", "Llama-style"});
+               {"missing required field 'num_attention_heads'", "Llama-style"});
   expect_error(parse(R"({"num_hidden_layers": 12, "num_attention_heads": 12})"),
-               {"'hidden_size' is missing", "head_dim or hidden_size"});
+               {"missing required field 'hidden_size'", "head_dim or hidden_size"});
   expect_error(parse(R"({"num_hidden_layers": 2, "num_attention_heads": 4, "kv_lora_rank": 8,
                          "qk_nope_head_dim": 4, "v_head_dim": 4})"),
-               {"'qk_rope_head_dim' is missing", "DeepSeek MLA"});
+               {"missing required field 'qk_rope_head_dim'", "DeepSeek MLA"});
 }
 
 TEST(KvSizeBadInput, ZeroNegativeOrNonIntegerSizes) {

@@ -94,7 +94,8 @@ TEST_F(BrokenCheckpoint, ConfigZeroOrNegativeSizes) {
     j["vocab_size"] = 64;
     j["n_layer"] = "two";
   });
-  EXPECT_THAT(load_error(dir_.path()), HasSubstr("'n_layer' must be an integer"));
+  EXPECT_THAT(load_error(dir_.path()),
+              HasSubstr("'n_layer' must be a positive integer, found \"two\""));
 }
 
 TEST_F(BrokenCheckpoint, ConfigUnsupportedModelType) {
