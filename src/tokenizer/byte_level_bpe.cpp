@@ -69,12 +69,25 @@ void ByteLevelBpe::clear_cache() const {
 
 std::vector<int32_t> ByteLevelBpe::encode(std::string_view text, bool allow_special) const {
   std::vector<int32_t> ids;
+  encode_into(text, allow_special, /*bytes_on_error=*/true, &ids);
+  return ids;
+}
+
+Result<std::vector<int32_t>> ByteLevelBpe::try_encode(std::string_view text,
+                                                      bool allow_special) const {
+  std::vector<int32_t> ids;
+  KVLM_RETURN_IF_ERROR(encode_into(text, allow_special, /*bytes_on_error=*/false, &ids));
+  return ids;
+}
+
+Status ByteLevelBpe::encode_into(std::string_view text, bool allow_special, bool bytes_on_error,
+                                 std::vector<int32_t>* out) const {
+  std::vector<int32_t>& ids = *out;
   ids.reserve(text.size() / 3);
   std::unique_lock<std::mutex> lock(cache_mutex_, std::try_to_lock);
   MergeCache* cache = cache_enabled_ && lock.owns_lock() ? &cache_ : nullptr;
   if (!allow_special || model_.special_ids.empty()) {
-    encode_ordinary(text, cache, &ids);
-    return ids;
+    return encode_ordinary(text, cache, bytes_on_error, &ids);
   }
   // Cut the text at each special token's text (the earliest, then the longest at one place).
   size_t pos = 0;
@@ -92,16 +105,16 @@ std::vector<int32_t> ByteLevelBpe::encode(std::string_view text, bool allow_spec
       }
     }
     if (best_id < 0) break;
-    encode_ordinary(text.substr(pos, best_at - pos), cache, &ids);
+    KVLM_RETURN_IF_ERROR(
+        encode_ordinary(text.substr(pos, best_at - pos), cache, bytes_on_error, &ids));
     ids.push_back(best_id);
     pos = best_at + model_.tokens[best_id].size();
   }
-  encode_ordinary(text.substr(pos), cache, &ids);
-  return ids;
+  return encode_ordinary(text.substr(pos), cache, bytes_on_error, &ids);
 }
 
-void ByteLevelBpe::encode_ordinary(std::string_view text, MergeCache* cache,
-                                   std::vector<int32_t>* out) const {
+Status ByteLevelBpe::encode_ordinary(std::string_view text, MergeCache* cache, bool bytes_on_error,
+                                     std::vector<int32_t>* out) const {
   // Pieces come in batches, so a large text needs no offsets array of its own size.
   constexpr size_t kBatch = 4096;
   std::vector<Piece> pieces;
@@ -109,7 +122,13 @@ void ByteLevelBpe::encode_ordinary(std::string_view text, MergeCache* cache,
   std::vector<int32_t> ids;  // one piece's ids while merging
   for (size_t pos = 0; pos < text.size();) {
     pieces.clear();
-    pos = pretokenizer_.split(text, pos, kBatch, &pieces);
+    Result<size_t> next = pretokenizer_.split(text, pos, kBatch, &pieces);
+    if (!next) {
+      if (!bytes_on_error) return next.status();
+      for (char c : text.substr(pos)) out->push_back(byte_ids_[static_cast<unsigned char>(c)]);
+      return Status::ok();
+    }
+    pos = next.value();
     for (const Piece& p : pieces) {
       const std::string_view piece = text.substr(p.begin, p.end - p.begin);
       if (piece.size() == 1) {
@@ -131,6 +150,7 @@ void ByteLevelBpe::encode_ordinary(std::string_view text, MergeCache* cache,
       if (cache) cache->insert(piece, hash, ids.data(), ids.size());
     }
   }
+  return Status::ok();
 }
 
 Result<std::string_view> ByteLevelBpe::token_bytes(int32_t id) const {

@@ -34,7 +34,10 @@ class ByteLevelBpe final : public Tokenizer {
   // Fails when some byte has no single-byte token (then some text could not be encoded).
   static Result<std::unique_ptr<ByteLevelBpe>> create(BpeModel model);
 
+  // When PCRE2 gives up on a tokenizer.json's pattern (see Pretokenizer::split), encode() takes
+  // the rest of the text one byte per token (still decoding to the text); try_encode() fails.
   std::vector<int32_t> encode(std::string_view text, bool allow_special) const override;
+  Result<std::vector<int32_t>> try_encode(std::string_view text, bool allow_special) const override;
   Result<std::string_view> token_bytes(int32_t id) const override;
   int32_t vocab_size() const override { return static_cast<int32_t>(model_.tokens.size()); }
   std::optional<int32_t> eos_id() const override { return model_.eos_id; }
@@ -52,8 +55,11 @@ class ByteLevelBpe final : public Tokenizer {
 
  private:
   ByteLevelBpe(BpeModel model, Pretokenizer pretokenizer);
+  Status encode_into(std::string_view text, bool allow_special, bool bytes_on_error,
+                     std::vector<int32_t>* out) const;
   // `cache` may be null (another thread holds it, or caching is off).
-  void encode_ordinary(std::string_view text, MergeCache* cache, std::vector<int32_t>* out) const;
+  Status encode_ordinary(std::string_view text, MergeCache* cache, bool bytes_on_error,
+                         std::vector<int32_t>* out) const;
 
   BpeModel model_;
   Pretokenizer pretokenizer_;

@@ -146,7 +146,7 @@ Result<Pretokenizer> Pretokenizer::compile(const std::string& pcre2_pattern, boo
   }
   // JIT is several times faster; without it (some platforms) pcre2_match interprets.
   pcre2_jit_compile(regex->code, PCRE2_JIT_COMPLETE);
-  return Pretokenizer(std::move(regex), fast_ascii);
+  return Pretokenizer(std::move(regex), fast_ascii, source);
 }
 
 Result<Pretokenizer> Pretokenizer::create() {
@@ -159,27 +159,28 @@ Result<Pretokenizer> Pretokenizer::create(std::string_view pattern, const std::s
   return compile(spelled, spelled == kPattern, source);
 }
 
-size_t Pretokenizer::split(std::string_view text, size_t pos, size_t max_pieces,
-                           std::vector<Piece>* pieces) const {
+Result<size_t> Pretokenizer::split(std::string_view text, size_t pos, size_t max_pieces,
+                                   std::vector<Piece>* pieces) const {
   return split_impl(text, pos, max_pieces, fast_ascii_, pieces);
 }
 
-void Pretokenizer::split(std::string_view text, std::vector<Piece>* pieces) const {
-  split_impl(text, 0, SIZE_MAX, fast_ascii_, pieces);
+Status Pretokenizer::split(std::string_view text, std::vector<Piece>* pieces) const {
+  return split_impl(text, 0, SIZE_MAX, fast_ascii_, pieces).status();
 }
 
-void Pretokenizer::split_regex_only(std::string_view text, std::vector<Piece>* pieces) const {
-  split_impl(text, 0, SIZE_MAX, /*fast_ascii=*/false, pieces);
+Status Pretokenizer::split_regex_only(std::string_view text, std::vector<Piece>* pieces) const {
+  return split_impl(text, 0, SIZE_MAX, /*fast_ascii=*/false, pieces).status();
 }
 
-size_t Pretokenizer::split_impl(std::string_view text, size_t pos, size_t max_pieces,
-                                bool fast_ascii, std::vector<Piece>* pieces) const {
+Result<size_t> Pretokenizer::split_impl(std::string_view text, size_t pos, size_t max_pieces,
+                                        bool fast_ascii, std::vector<Piece>* pieces) const {
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();
   const size_t stop_at = pieces->size() + std::min(max_pieces, SIZE_MAX - pieces->size());
   // Match data is per call, so one pre-tokenizer can serve many threads.
   std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(
       pcre2_match_data_create_from_pattern(regex_->code, nullptr), &pcre2_match_data_free);
+  if (!match) return Status::error(source_ + ": out of memory for PCRE2's match data");
   size_t i = pos;
   while (i < n && pieces->size() < stop_at) {
     if (fast_ascii) {
@@ -190,17 +191,33 @@ size_t Pretokenizer::split_impl(std::string_view text, size_t pos, size_t max_pi
         continue;
       }
     }
-    const int rc = pcre2_match(regex_->code, s, n, i, 0, match.get(), nullptr);
-    if (rc < 0) {  // no match: only bytes that are not valid UTF-8 remain
+    // A pattern that can match the empty string (a tokenizer.json may hold one) must not
+    // match it where the search starts, or the loop would never move: an empty match there is
+    // refused and PCRE2 looks further on. Empty matches further on are pieces of nothing and
+    // are dropped, as Hugging Face's Split drops empty pieces.
+    int rc = pcre2_match(regex_->code, s, n, i, PCRE2_NOTEMPTY_ATSTART, match.get(), nullptr);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {  // the interpreter keeps its stack on the heap
+      rc = pcre2_match(regex_->code, s, n, i, PCRE2_NOTEMPTY_ATSTART | PCRE2_NO_JIT, match.get(),
+                       nullptr);
+    }
+    if (rc == PCRE2_ERROR_NOMATCH) {  // only bytes that are not valid UTF-8 remain
       pieces->push_back({i, n});
       return n;
     }
+    if (rc < 0) {
+      // A match limit, a depth limit, ...: PCRE2 gave up, so where the pieces end is unknown.
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(rc, message, sizeof message);
+      return Status::error(source_ +
+                           ": PCRE2 could not run the pre-tokenizer pattern on the text at byte " +
+                           std::to_string(i) + ": " + reinterpret_cast<const char*>(message));
+    }
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.get());
     const size_t begin = ovector[0], end = ovector[1];
-    if (begin > i) {  // skipped bytes: invalid UTF-8, which no part of the pattern can match
+    if (begin > i) {  // text between matches (GPT-2's pattern: bytes that are not valid UTF-8)
       pieces->push_back({i, begin});
     }
-    pieces->push_back({begin, end});
+    if (end > begin) pieces->push_back({begin, end});
     i = end;
   }
   return i;

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -43,30 +44,34 @@ class Pretokenizer {
   // Appends the pieces of text[pos..] in order, stopping after about max_pieces (one more at
   // most), and returns where the next call resumes: text.size() when done. Resuming where a piece
   // ends gives the same pieces as one pass, since the pattern never looks behind; this lets the
-  // encoder work through a large text in small batches.
-  size_t split(std::string_view text, size_t pos, size_t max_pieces,
-               std::vector<Piece>* pieces) const;
+  // encoder work through a large text in small batches. Pieces are never empty, also for a
+  // pattern that can match the empty string. Fails, naming the place, when PCRE2 gives up
+  // (its match or depth limit, which a pattern that backtracks badly can reach): the pieces
+  // would then be wrong.
+  Result<size_t> split(std::string_view text, size_t pos, size_t max_pieces,
+                       std::vector<Piece>* pieces) const;
 
   // All pieces of `text`, in order; they cover it exactly.
-  void split(std::string_view text, std::vector<Piece>* pieces) const;
+  Status split(std::string_view text, std::vector<Piece>* pieces) const;
 
   // The same, using PCRE2 for every piece (the reference the fast path is tested against).
-  void split_regex_only(std::string_view text, std::vector<Piece>* pieces) const;
+  Status split_regex_only(std::string_view text, std::vector<Piece>* pieces) const;
 
   // Whether the ASCII scanner is used (GPT-2's pattern, however it was given).
   bool has_ascii_scanner() const { return fast_ascii_; }
 
  private:
   struct Regex;  // PCRE2's compiled code, kept out of this header
-  Pretokenizer(std::shared_ptr<const Regex> regex, bool fast_ascii)
-      : regex_(std::move(regex)), fast_ascii_(fast_ascii) {}
+  Pretokenizer(std::shared_ptr<const Regex> regex, bool fast_ascii, std::string source)
+      : regex_(std::move(regex)), fast_ascii_(fast_ascii), source_(std::move(source)) {}
   static Result<Pretokenizer> compile(const std::string& pcre2_pattern, bool fast_ascii,
                                       const std::string& source);
-  size_t split_impl(std::string_view text, size_t pos, size_t max_pieces, bool fast_ascii,
-                    std::vector<Piece>* pieces) const;
+  Result<size_t> split_impl(std::string_view text, size_t pos, size_t max_pieces, bool fast_ascii,
+                            std::vector<Piece>* pieces) const;
 
   std::shared_ptr<const Regex> regex_;  // immutable once compiled, so copies can share it
   bool fast_ascii_;
+  std::string source_;  // where the pattern came from, for messages
 };
 
 // The name the GPT-2 code and the benchmark know it by.

@@ -27,6 +27,14 @@ class Tokenizer {
   // encode_ordinary). Safe to call from several threads at once.
   virtual std::vector<int32_t> encode(std::string_view text, bool allow_special) const = 0;
 
+  // encode() that says when it cannot be exact: a tokenizer.json pre-tokenizer pattern that
+  // PCRE2 gives up on (its match or depth limit) is an error naming the file and the byte,
+  // where encode() falls back to one token per byte for the rest of the text. Front ends
+  // (the CLI, the server) call this one.
+  virtual Result<std::vector<int32_t>> try_encode(std::string_view text, bool allow_special) const {
+    return encode(text, allow_special);
+  }
+
   // The bytes of token `id`. The view lives as long as the tokenizer. Fails for an id outside
   // the vocabulary.
   virtual Result<std::string_view> token_bytes(int32_t id) const = 0;

@@ -131,7 +131,7 @@ TEST(Pretokenizer, SplittingInBatchesGivesTheSamePieces) {
     for (size_t pos = 0; pos < text.size();) {
       const size_t before = batched.size();
       const size_t max_pieces = 1 + rng() % 4;
-      pos = pt->split(text, pos, max_pieces, &batched);
+      pos = pt->split(text, pos, max_pieces, &batched).value();
       ASSERT_GT(batched.size(), before);
       ASSERT_LE(batched.size() - before, max_pieces + 1);
     }

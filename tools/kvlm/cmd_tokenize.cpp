@@ -76,7 +76,9 @@ Result<std::vector<int32_t>> parse_ids(const std::string& text) {
 int run_tokenize(const TokenizerFlags& flags, bool special, bool json) {
   Result<std::unique_ptr<Tokenizer>> tok = load_from_flags(flags);
   if (!tok) return fail(tok.status());
-  const std::vector<int32_t> ids = tok.value()->encode(read_stdin(), special);
+  const Result<std::vector<int32_t>> encoded = tok.value()->try_encode(read_stdin(), special);
+  if (!encoded) return fail(encoded.status());
+  const std::vector<int32_t>& ids = encoded.value();
   if (json) {
     std::printf("%s\n", nlohmann::json{{"ids", ids}}.dump().c_str());
   } else {
