@@ -72,7 +72,10 @@ Result<std::vector<int32_t>> LoadedModel::encode_prompt(const std::string& text,
         .encode(text, /*bos=*/true,
                 /*eos=*/false);
   }
-  std::vector<int32_t> ids = tokenizer_->encode(text, allow_special);
+  // try_encode: a tokenizer.json pattern PCRE2 gives up on is an error, not a mis-split.
+  Result<std::vector<int32_t>> encoded = tokenizer_->try_encode(text, allow_special);
+  if (!encoded) return encoded.status();
+  std::vector<int32_t> ids = std::move(encoded.value());
   // Tokenizers whose post-processor puts BOS first (Hugging Face Llama files) get it here, as
   // transformers' tokenizer(text) does.
   if (tokenizer_->add_bos() && tokenizer_->bos_id()) ids.insert(ids.begin(), *tokenizer_->bos_id());

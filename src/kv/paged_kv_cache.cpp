@@ -39,6 +39,8 @@ Result<std::unique_ptr<PagedKvCache>> PagedKvCache::create(int n_layer, int kv_d
                            std::to_string(options.kv_memory_bytes) +
                            " bytes holds no block: one block of " + std::to_string(B) +
                            " positions takes " + std::to_string(block_bytes) + " bytes");
+    if (options.token_budget > 0)
+      n_blocks = std::min<int64_t>(n_blocks, div_up(options.token_budget, B));
   } else if (options.token_budget > 0) {
     n_blocks = div_up(options.token_budget, B);
   } else {

@@ -37,8 +37,10 @@ namespace kvlm {
 struct PagedKvCacheOptions {
   int block_size = 16;         // B: positions per block
   size_t kv_memory_bytes = 0;  // arena size; the arena holds floor(bytes / block bytes) blocks
-  int64_t token_budget = 0;    // used when kv_memory_bytes is 0: ceil(budget / B) blocks
-  KvStorageOptions storage;    // the rows' dtype (f32 by default)
+  // Without kv_memory_bytes: ceil(budget / B) blocks. With it: also the most blocks made, so a
+  // huge --kv-memory for a small run costs no more than the run can use.
+  int64_t token_budget = 0;
+  KvStorageOptions storage;  // the rows' dtype (f32 by default)
 };
 
 // One sequence's need in reserve_all(): positions [0, n_positions) writable.

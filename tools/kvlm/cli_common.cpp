@@ -15,8 +15,10 @@ void add_model_flags(CLI::App* cmd, ModelFlags* flags, bool model_required) {
                   "Convert weight matrices on load to f32, f16, bf16, or quantize them to "
                   "q8_0 or q4_0 (default: as stored)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"}));
-  cmd->add_option("--threads", flags->threads, "Worker threads (default: all cores)")
-      ->check(CLI::Range(0, 1024));
+  // Bounded well below what makes the OpenMP runtime fail to start its threads (it aborts
+  // then, with a message that names no flag).
+  cmd->add_option("--threads", flags->threads, "Worker threads, at most 256 (default: all cores)")
+      ->check(CLI::Range(0, 256));
 }
 
 Result<std::unique_ptr<Model>> load_model_from_flags(const ModelFlags& flags) {

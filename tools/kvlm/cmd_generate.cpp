@@ -248,7 +248,8 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-new", flags->max_new, "New tokens per prompt (default 20)");
   cmd->add_option("--steps", flags->steps,
                   "Instead of --max-new: total positions, prompt included, as llama2.c's run.c -n "
-                  "(new tokens = steps - prompt tokens + 1)");
+                  "(new tokens = steps - prompt tokens + 1)")
+      ->check(CLI::Range(1, INT32_MAX));
   cmd->add_flag("--no-cache", flags->no_cache,
                 "Recompute the whole sequence at every step instead of using the KV cache");
   cmd->add_flag("--json", flags->json,
@@ -264,7 +265,8 @@ void add_generate_command(CLI::App& app, int* exit_code) {
                   "Repetition penalty over the sequence's tokens (Hugging Face); 1 = off");
   cmd->add_option("--presence-penalty", p.presence_penalty, "OpenAI presence penalty; 0 = off");
   cmd->add_option("--frequency-penalty", p.frequency_penalty, "OpenAI frequency penalty; 0 = off");
-  cmd->add_option("--seed", p.seed, "Random seed; sequence i draws from its own stream");
+  cmd->add_option("--seed", p.seed, "Random seed; sequence i draws from its own stream")
+      ->check(CLI::NonNegativeNumber);  // "-1" would otherwise wrap around to 2^64 - 1
   cmd->add_option("--stop", flags->stops, "Stop when this text is generated (repeatable)");
   add_paged_flags(cmd, &flags->paged);
   add_kv_dtype_flag(cmd, &flags->kv_dtype);

@@ -27,7 +27,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // app.exit prints the message (or the help); CLI11's own codes (104-114) would break the
+    // documented contract that bad input exits with 1.
+    return app.exit(e) == 0 ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvlm: error: %s\n", e.what());
     return 1;

@@ -11,7 +11,8 @@ void add_paged_flags(CLI::App* cmd, PagedFlags* flags) {
                   "Use the paged KV cache with an arena of this many bytes (e.g. 64MiB, 1GB); "
                   "when it runs out, the latest sequence waits and is recomputed later");
   cmd->add_option("--block-size", flags->block_size,
-                  "Positions per block of the paged KV cache (default 16; implies paging)");
+                  "Positions per block of the paged KV cache (default 16; implies paging)")
+      ->check(CLI::Range(1, 65536));
   cmd->add_flag("--no-prefix-sharing", flags->no_prefix_sharing,
                 "With the paged cache, recompute prompts' common prefixes instead of sharing "
                 "their blocks");
