@@ -124,39 +124,43 @@ uint64_t llama2c_file_bytes(const Llama2cHeader& header) {
 namespace {
 
 Result<Llama2cHeader> parse_header(const MappedFile& file) {
-  const std::string& path = file.path();
-  if (file.size() < kLlama2cHeaderBytes)
-    return Status::error(path + ": " + std::to_string(file.size()) +
+  return parse_llama2c_header(file.data(), file.size(), file.path());
+}
+
+}  // namespace
+
+Result<Llama2cHeader> parse_llama2c_header(const uint8_t* data, size_t size,
+                                           const std::string& path) {
+  if (size < kLlama2cHeaderBytes)
+    return Status::error(path + ": " + std::to_string(size) +
                          " bytes, too short for llama2.c's 28-byte header");
   uint32_t magic;
-  std::memcpy(&magic, file.data(), 4);
+  std::memcpy(&magic, data, 4);
   if (magic == 0x616b3432u) {  // "ak42": export.py's version 1 and 2
     int32_t version;
-    std::memcpy(&version, file.data() + 4, 4);
+    std::memcpy(&version, data + 4, 4);
     return Status::error(path + ": a llama2.c version-" + std::to_string(version) +
                          " export (magic \"ak42\"); kvlm reads the legacy version-0 export that "
                          "run.c reads (export.py --version 0)");
   }
   Llama2cHeader h;
-  std::memcpy(&h, file.data(), kLlama2cHeaderBytes);
+  std::memcpy(&h, data, kLlama2cHeaderBytes);
   KVLM_RETURN_IF_ERROR(llama2c_config(h, path));
   const uint64_t expected = llama2c_file_bytes(h);
-  if (file.size() != expected) {
+  if (size != expected) {
     const Llama2cLayout s = layout_of(h);
     return Status::error(
-        path + ": " + std::to_string(file.size()) + " bytes, but its header (dim " +
+        path + ": " + std::to_string(size) + " bytes, but its header (dim " +
         std::to_string(h.dim) + ", hidden_dim " + std::to_string(h.hidden_dim) + ", n_layers " +
         std::to_string(h.n_layers) + ", n_heads " + std::to_string(h.n_heads) + ", n_kv_heads " +
         std::to_string(h.n_kv_heads) + ", vocab_size " + std::to_string(h.vocab_size) +
         ", seq_len " + std::to_string(h.seq_len) + ") needs exactly " + std::to_string(expected) +
         " (28-byte header + " + std::to_string(s.total()) + " fp32 values" +
         (s.wcls ? ", classifier included" : "") + ")" +
-        (file.size() < expected ? ": the file is truncated" : ": trailing bytes"));
+        (size < expected ? ": the file is truncated" : ": trailing bytes"));
   }
   return h;
 }
-
-}  // namespace
 
 Result<Llama2cHeader> read_llama2c_header(const std::string& path) {
   auto file = MappedFile::open(path);

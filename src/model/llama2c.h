@@ -45,6 +45,10 @@ uint64_t llama2c_file_bytes(const Llama2cHeader& header);
 
 // Reads and checks the header of `path` (size, magic of the newer exports, impossible values).
 Result<Llama2cHeader> read_llama2c_header(const std::string& path);
+// The same checks on a whole file's bytes held in memory (the file size must match the header
+// exactly); `source` names them in errors.
+Result<Llama2cHeader> parse_llama2c_header(const uint8_t* data, size_t size,
+                                           const std::string& source);
 
 // Maps `path` and binds its weights in place (converted into owned memory when
 // options.convert_weights asks for another dtype). The file size must match the header exactly.

@@ -70,7 +70,15 @@ Result<BpeModel> load_vocab_and_merges(const std::string& vocab_path,
                                        const std::string& merges_path) {
   Result<std::string> vocab_text = read_text_file(vocab_path);
   KVLM_RETURN_IF_ERROR(vocab_text);
-  JsonCursor json(vocab_text.value(), vocab_path);
+  Result<std::string> merges_text = read_text_file(merges_path);
+  KVLM_RETURN_IF_ERROR(merges_text);
+  return parse_vocab_and_merges(vocab_text.value(), vocab_path, merges_text.value(), merges_path);
+}
+
+Result<BpeModel> parse_vocab_and_merges(std::string_view vocab_text, const std::string& vocab_path,
+                                        std::string_view merges_text,
+                                        const std::string& merges_path) {
+  JsonCursor json(vocab_text, vocab_path);
   VocabEntries vocab;
   KVLM_RETURN_IF_ERROR(read_vocab_object(json, &vocab));
   if (!json.at_end()) {
@@ -80,11 +88,8 @@ Result<BpeModel> load_vocab_and_merges(const std::string& vocab_path,
   BpeModel model;
   model.source = vocab_path + " + " + merges_path;
   KVLM_RETURN_IF_ERROR(byte_level_vocab_to_model(vocab, json, &model));
-
-  Result<std::string> merges_text = read_text_file(merges_path);
-  KVLM_RETURN_IF_ERROR(merges_text);
   KVLM_RETURN_IF_ERROR(
-      parse_merges_txt(merges_text.value(), merges_path, vocab, vocab_path, &model.merges));
+      parse_merges_txt(merges_text, merges_path, vocab, vocab_path, &model.merges));
   set_end_of_text(vocab, &model);
   return model;
 }

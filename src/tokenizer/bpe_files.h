@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "tokenizer/byte_level_bpe.h"
 #include "tokenizer/json_cursor.h"
@@ -17,6 +18,10 @@ namespace kvlm {
 // encoder.json + vocab.bpe (the same formats).
 Result<BpeModel> load_vocab_and_merges(const std::string& vocab_path,
                                        const std::string& merges_path);
+// The same from the two files' bytes held in memory; the paths name them in errors.
+Result<BpeModel> parse_vocab_and_merges(std::string_view vocab_text, const std::string& vocab_path,
+                                        std::string_view merges_text,
+                                        const std::string& merges_path);
 
 // Converts the byte-level text of each token ("Ġthe") to its bytes (" the") into `model`'s tokens
 // and presence flags; a character outside GPT-2's alphabet is an error at the token's place.

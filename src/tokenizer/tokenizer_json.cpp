@@ -272,7 +272,12 @@ Result<std::unique_ptr<Tokenizer>> make_sentencepiece(TokenizerJson& tj, const J
 Result<std::unique_ptr<Tokenizer>> load_tokenizer_json(const std::string& path) {
   Result<std::string> text = read_text_file(path);
   KVLM_RETURN_IF_ERROR(text);
-  JsonCursor json(text.value(), path);
+  return parse_tokenizer_json(text.value(), path);
+}
+
+Result<std::unique_ptr<Tokenizer>> parse_tokenizer_json(std::string_view text,
+                                                        const std::string& path) {
+  JsonCursor json(text, path);
   TokenizerJson tj;
   KVLM_RETURN_IF_ERROR(read_tokenizer_json(json, &tj));
   if (!json.at_end()) {

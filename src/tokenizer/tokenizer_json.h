@@ -15,11 +15,16 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "tokenizer/tokenizer.h"
 
 namespace kvlm {
 
 Result<std::unique_ptr<Tokenizer>> load_tokenizer_json(const std::string& path);
+// The same from the file's bytes held in memory; `source` names them in errors. The tokenizer
+// keeps no reference to `text`.
+Result<std::unique_ptr<Tokenizer>> parse_tokenizer_json(std::string_view text,
+                                                        const std::string& source);
 
 }  // namespace kvlm
