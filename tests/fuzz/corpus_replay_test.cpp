@@ -1,0 +1,70 @@
+// The fuzz targets in the ordinary suite: every seed and every input that ever made a target
+// fail (tests/fuzz/corpus/<target>/) runs through its target and must keep all properties.
+// Inputs that once crashed are also named tests below, so a regression says what came back.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "fuzz/targets.h"
+
+namespace kvlm::fuzz {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path corpus_dir(const std::string& target) {
+  return fs::path(KVLM_SOURCE_DIR) / "tests" / "fuzz" / "corpus" / target;
+}
+
+std::vector<uint8_t> read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string run_file(const std::string& target, const std::string& file) {
+  const FuzzTarget* t = find_fuzz_target(target);
+  if (t == nullptr) return "no target " + target;
+  const fs::path path = corpus_dir(target) / file;
+  if (!fs::exists(path)) return "missing " + path.string();
+  const std::vector<uint8_t> bytes = read_bytes(path);
+  return t->run(Bytes(bytes.data(), bytes.size()));
+}
+
+TEST(FuzzCorpus, EveryTargetHasSeedsAndKeepsItsPropertiesOnThem) {
+  for (const FuzzTarget& t : fuzz_targets()) {
+    const fs::path dir = corpus_dir(t.name);
+    ASSERT_TRUE(fs::is_directory(dir)) << "no seed corpus for " << t.name << " at " << dir;
+    int files = 0;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      if (!entry.is_regular_file()) continue;
+      ++files;
+      const std::vector<uint8_t> bytes = read_bytes(entry.path());
+      EXPECT_EQ(t.run(Bytes(bytes.data(), bytes.size())), "") << entry.path();
+    }
+    EXPECT_GT(files, 0) << t.name;
+  }
+}
+
+TEST(FuzzCorpus, EmptyInputIsFineEverywhere) {
+  for (const FuzzTarget& t : fuzz_targets()) EXPECT_EQ(t.run(Bytes()), "") << t.name;
+}
+
+// Inputs that found the defects of issue 15 before the fuzzers existed, kept by name.
+TEST(FuzzRegression, TokenizerJsonSplitMatchingEmptyStringTerminates) {
+  EXPECT_EQ(run_file("tokenizer_json", "seed_split_matches_empty"), "");
+}
+
+TEST(FuzzRegression, TokenizerJsonCatastrophicSplitIsReportedNotMisSplit) {
+  EXPECT_EQ(run_file("tokenizer_json", "seed_split_catastrophic"), "");
+}
+
+TEST(FuzzRegression, ConfigJsonBillionLayersAndHugeWidths) {
+  for (const char* file :
+       {"seed_gpt2_billion_layers", "seed_gpt2_huge_embd", "seed_llama_huge_head_dim"})
+    EXPECT_EQ(run_file("config_json", file), "") << file;
+}
+
+}  // namespace
+}  // namespace kvlm::fuzz
