@@ -273,9 +273,93 @@ def property_seeds():
     write(t, "history_out_of_range", sampler(16, [("f", 2.0)], 0, [200], [0.0, 1.0]))
 
 
+# ---- GGUF ----------------------------------------------------------------------------------
+
+def gstr(s):
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf(kvs, tensors, data=b"", n_tensors=None, n_kv=None, version=3, alignment=32):
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors) if n_tensors is None else n_tensors,
+                                len(kvs) if n_kv is None else n_kv)
+    for key, vtype, value in kvs:
+        out += gstr(key) + struct.pack("<I", vtype) + value
+    for name, ne, ttype, offset in tensors:
+        out += gstr(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", d) for d in ne)
+        out += struct.pack("<IQ", ttype, offset)
+    if alignment:
+        out += bytes((-len(out)) % alignment)
+    return out + data
+
+
+U32, F32T, STR, ARR, U64 = 4, 6, 8, 9, 10
+
+
+def gguf_seeds():
+    t = "gguf"
+    arch = ("general.architecture", STR, gstr("llama"))
+    align = ("general.alignment", U32, struct.pack("<I", 32))
+    tokens = ("tokenizer.ggml.tokens", ARR, struct.pack("<IQ", STR, 3) + gstr("<unk>") + gstr("a") + gstr("b"))
+    scores = ("tokenizer.ggml.scores", ARR, struct.pack("<IQ", F32T, 3) + struct.pack("<3f", 0, -1, -2))
+    write(t, "valid_f32", gguf([arch, align, tokens, scores], [("w", [4, 2], 0, 0)], struct.pack("<8f", *range(8))))
+    q8 = struct.pack("<e", 0.5) + bytes(range(32))
+    write(t, "valid_q8_0_f16", gguf([arch], [("q", [32, 1], 8, 0), ("h", [2], 1, 64)],
+                                    q8 + bytes(30) + struct.pack("<2e", 1.0, -2.0)))
+    write(t, "v2_empty", gguf([], [], version=2))
+    # The classes of llama.cpp's GGUF CVEs.
+    write(t, "n_tensors_overflow", gguf([arch], [], n_tensors=0xFFFFFFFFFFFFFFFF))
+    write(t, "n_kv_overflow", gguf([], [], n_kv=0x7FFFFFFFFFFFFFFF))
+    write(t, "n_dims_max", b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + gstr("t") + struct.pack("<I", 0xFFFFFFFF) + bytes(64))
+    write(t, "elements_times_size_overflow", gguf([], [("w", [1 << 62, 1 << 62], 0, 0)]))
+    write(t, "ne_negative", gguf([], [("w", [0xFFFFFFFFFFFFFFFF, 2], 0, 0)], bytes(32)))
+    write(t, "alignment_zero", gguf([("general.alignment", U32, struct.pack("<I", 0))], [("w", [1], 0, 0)], bytes(32)))
+    write(t, "alignment_2_31", gguf([("general.alignment", U32, struct.pack("<I", 0x80000000))], [("w", [1], 0, 0)], bytes(32)))
+    write(t, "alignment_odd", gguf([("general.alignment", U32, struct.pack("<I", 3))], [], bytes(3)))
+    write(t, "duplicate_key", gguf([arch, arch], []))
+    write(t, "duplicate_tensor", gguf([], [("w", [1], 0, 0), ("w", [1], 0, 32)], bytes(64)))
+    write(t, "string_past_end", b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1 << 40) + b"key")
+    write(t, "array_count_huge", gguf([("a", ARR, struct.pack("<IQ", U32, 1 << 61))], []))
+    write(t, "nested_array", gguf([("a", ARR, struct.pack("<IQ", ARR, 1) + struct.pack("<IQ", U32, 0))], []))
+    write(t, "offset_past_end", gguf([], [("w", [4], 0, 1 << 40)], bytes(16)))
+    write(t, "offset_unaligned", gguf([], [("w", [1], 0, 3)], bytes(40)))
+    write(t, "overlapping", gguf([], [("a", [8], 0, 0), ("b", [8], 0, 0)], bytes(32)))
+    write(t, "unknown_type", gguf([], [("w", [1], 99, 0)], bytes(32)))
+    write(t, "quant_row_partial", gguf([], [("q", [16], 8, 0)], bytes(34)))
+    write(t, "bad_value_type", gguf([("k", 77, b"")], []))
+    write(t, "truncated", b"GGUF\x03\x00")
+
+
+# ---- server request bodies ------------------------------------------------------------------
+
+def request_seeds():
+    t = "openai_request"
+    write(t, "completion", json.dumps({"model": "m", "prompt": "Once upon", "max_tokens": 5,
+                                       "temperature": 0.7, "top_p": 0.9, "stop": ["\n", "END"],
+                                       "logprobs": 2, "n": 2, "seed": 3, "echo": True,
+                                       "stream": True, "stream_options": {"include_usage": True}}))
+    write(t, "completion_ids", json.dumps({"prompt": [[1, 2, 3], [4]], "max_tokens": 1}))
+    write(t, "completion_list", json.dumps({"prompt": ["a", "b"], "frequency_penalty": 1.5,
+                                            "presence_penalty": -0.5}))
+    write(t, "chat", json.dumps({"messages": [{"role": "system", "content": "Be brief."},
+                                              {"role": "user", "content": "Hi"},
+                                              {"role": "assistant", "content": "Hello"},
+                                              {"role": "user", "content": [{"type": "text", "text": "More"}]}],
+                                 "max_tokens": 8, "top_k": 4, "min_p": 0.1, "logprobs": True,
+                                 "top_logprobs": 3}))
+    write(t, "hostile_numbers", '{"prompt": "x", "max_tokens": -1, "n": 1000000, "temperature": 1e400,'
+                                ' "top_p": "NaN", "seed": -1, "logprobs": 99}')
+    write(t, "hostile_types", '{"prompt": {"a": 1}, "stop": [1, null], "messages": "x", "stream": "yes"}')
+    write(t, "ids_out_of_int", '{"prompt": [18446744073709551615, -2147483649]}')
+    write(t, "deep", '{"prompt": ' + "[" * 1000 + "]" * 1000 + "}")
+    write(t, "not_json", '{"prompt": "x",')
+
+
 if __name__ == "__main__":
     safetensors_seeds()
     config_seeds()
     tokenizer_seeds()
     llama2c_seeds()
     property_seeds()
+    gguf_seeds()
+    request_seeds()

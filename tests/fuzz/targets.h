@@ -39,6 +39,8 @@ std::string fuzz_llama2c_tokenizer(Bytes data);  // llama2.c tokenizer.bin
 std::string fuzz_bpe_roundtrip(Bytes data);      // decode(encode(x)) == x, byte-level BPE
 std::string fuzz_utf8_stream(Bytes data);        // IncrementalDecoder never splits nor loses
 std::string fuzz_sampler(Bytes data);            // sampler chain on any logits and params
+std::string fuzz_gguf(Bytes data);               // GGUF header, metadata, tensor infos
+std::string fuzz_openai_request(Bytes data);     // the server's request bodies
 
 // Helpers shared by the targets.
 std::string as_text(Bytes data);

@@ -15,6 +15,8 @@ const std::vector<FuzzTarget>& fuzz_targets() {
       {"bpe_roundtrip", fuzz_bpe_roundtrip},
       {"utf8_stream", fuzz_utf8_stream},
       {"sampler", fuzz_sampler},
+      {"gguf", fuzz_gguf},
+      {"openai_request", fuzz_openai_request},
   };
   return targets;
 }
