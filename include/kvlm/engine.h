@@ -111,6 +111,7 @@ struct Event {
 struct EngineOptions {
   size_t kv_memory_bytes = 0;  // paged cache arena in bytes; or:
   int64_t kv_tokens = 0;       // room for this many positions; both 0: max_running contexts
+                               // (both given: the arena holds at most kv_tokens positions)
   int block_size = 16;         // positions per cache block
   int max_batch_tokens = 512;  // token budget of one step (decode tokens + prefill chunks)
   int max_running = 16;        // sequences running at once

@@ -105,11 +105,12 @@ EngineOptions engine_options(const GenerateFlags& flags, const PagedGenerateOpti
   options.prefix_caching = paged ? paged->share_prefixes : true;
   options.kv_memory_bytes = paged ? paged->kv_memory_bytes : 0;
   if (!flags.kv_dtype.empty()) options.kv_dtype = flags.kv_dtype;
-  if (options.kv_memory_bytes == 0)
-    for (const auto& p : prompts) {
-      const int64_t run = static_cast<int64_t>(p.size()) + max_new - 1;
-      options.kv_tokens += (run + options.block_size - 1) / options.block_size * options.block_size;
-    }
+  // Also with --kv-memory: the cache never makes more blocks than the runs can fill, so a huge
+  // --kv-memory costs no more than they need (PagedKvCacheOptions::token_budget).
+  for (const auto& p : prompts) {
+    const int64_t run = static_cast<int64_t>(p.size()) + max_new - 1;
+    options.kv_tokens += (run + options.block_size - 1) / options.block_size * options.block_size;
+  }
   return options;
 }
 
