@@ -7,7 +7,7 @@ namespace kvlm {
 
 Status validate_kv_storage(const KvStorageOptions& options, int n_layer, int kv_dim) {
   if (!kv_dtype_storable(options.dtype))
-    return Status::error(std::string("KV cache: dtype ") + kv_dtype_label(options.dtype) +
+    return Status::error(std::string("KV cache: dtype ") + kv_dtype_name(options.dtype) +
                          " cannot be stored; accepted: f32, f16, bf16, q8_0, fp8");
   if (options.dtype != KvDtype::fp8) return Status::ok();
   if (options.n_kv_head < 1 || kv_dim % options.n_kv_head != 0)

@@ -337,24 +337,6 @@ Result<KvDtype> parse_kv_dtype(std::string_view name) {
                        "fp16, half, bfloat16, fp8_e4m3, fp8_e5m2)");
 }
 
-const char* kv_dtype_name(KvDtype dtype) {
-  switch (dtype) {
-    case KvDtype::f32:
-      return "f32";
-    case KvDtype::f16:
-      return "f16";
-    case KvDtype::bf16:
-      return "bf16";
-    case KvDtype::fp8:
-      return "fp8";
-    case KvDtype::int8:
-      return "int8";
-    case KvDtype::q8_0:
-      return "q8_0";
-  }
-  return "?";
-}
-
 // fp8 and int8 count the values only. A quantized cache also keeps scales, but the engines
 // that serve fp8 caches (vLLM, TensorRT-LLM) use one scale per tensor per layer (k_scale,
 // v_scale): a few bytes per layer, not per token, so leaving them out changes nothing at the

@@ -31,7 +31,6 @@ using KvDtype = ::kvlm::KvDtype;
 // fp16, half, bfloat16, fp8_e4m3, fp8_e5m2). Unknown names are an error listing the accepted
 // ones.
 Result<KvDtype> parse_kv_dtype(std::string_view name);
-const char* kv_dtype_name(KvDtype dtype);
 // Bytes per stored value, scales aside: 4, 2, 2, 1, 1, 1 (q8_0 adds 2 bytes per 32 values).
 std::uint64_t kv_dtype_bytes(KvDtype dtype);
 // Bytes per value including q8_0's scales: 4, 2, 2, 1, 1, 1.0625.

@@ -29,7 +29,7 @@ bool kv_dtype_storable(KvDtype dtype) {
   return dtype != KvDtype::int8;
 }
 
-const char* kv_dtype_label(KvDtype dtype) {
+const char* kv_dtype_name(KvDtype dtype) {
   switch (dtype) {
     case KvDtype::f32:
       return "f32";

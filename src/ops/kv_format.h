@@ -35,7 +35,7 @@ size_t kv_row_bytes(KvDtype dtype, size_t n);
 // True for the types a cache can store (all but int8).
 bool kv_dtype_storable(KvDtype dtype);
 // "f32", "f16", "bf16", "fp8", "int8", "q8_0".
-const char* kv_dtype_label(KvDtype dtype);
+const char* kv_dtype_name(KvDtype dtype);
 // The cache types a flag accepts: f32, f16, bf16, q8_0, fp8 (also fp32, float16, bfloat16, ...).
 std::optional<KvDtype> parse_cache_dtype(std::string_view name);
 

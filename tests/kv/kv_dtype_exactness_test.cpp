@@ -25,10 +25,10 @@ struct Param {
 };
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  return std::string(info.param.llama ? "llama_" : "gpt2_") + kv_dtype_label(info.param.dtype);
+  return std::string(info.param.llama ? "llama_" : "gpt2_") + kv_dtype_name(info.param.dtype);
 }
 void PrintTo(const Param& p, std::ostream* os) {
-  *os << (p.llama ? "llama_" : "gpt2_") << kv_dtype_label(p.dtype);
+  *os << (p.llama ? "llama_" : "gpt2_") << kv_dtype_name(p.dtype);
 }
 
 struct StepLogits {

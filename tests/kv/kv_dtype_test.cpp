@@ -96,7 +96,7 @@ TEST(KvFormat, EachTypeDecodesWithinItsPrecision) {
       if (dtype == KvDtype::bf16) tolerance = a * 0x1p-8f;
       if (dtype == KvDtype::fp8) tolerance = a * 0x1p-4f + scales[c / head_dim] * 0x1p-10f;
       if (dtype == KvDtype::q8_0) tolerance = 12.0f / 127.0f;  // d / 2 for max|x| < 12
-      EXPECT_LE(std::fabs(got - x[c]), tolerance) << kv_dtype_label(dtype) << " value " << c;
+      EXPECT_LE(std::fabs(got - x[c]), tolerance) << kv_dtype_name(dtype) << " value " << c;
     }
   }
 }
@@ -117,7 +117,7 @@ TEST(KvFormat, KvSizeEqualsWhatTheCachesAllocate) {
     const int n_layer = static_cast<int>(g->n_layer);
     const int kv_dim = static_cast<int>(g->n_kv_head * g->head_dim);
     for (KvDtype dtype : kCacheTypes) {
-      SCOPED_TRACE(g->model + " " + kv_dtype_label(dtype));
+      SCOPED_TRACE(g->model + " " + kv_dtype_name(dtype));
       const int T = 32, B = 3, block = 16;
       auto size = kv::compute_kv_size(*g, T, B, dtype);
       ASSERT_TRUE(size.is_ok()) << size.message();
@@ -153,7 +153,7 @@ TEST(KvFormat, CachesStoreRowsAsTheirDtype) {
     return rows.data() + ((kv * n_layer + l) * T + p) * kv_dim;
   };
   for (KvDtype dtype : kCacheTypes) {
-    SCOPED_TRACE(kv_dtype_label(dtype));
+    SCOPED_TRACE(kv_dtype_name(dtype));
     KvStorageOptions storage{dtype, n_kv_head, {0.5f, 1.0f, 2.0f, 4.0f}, {1.0f, 0.25f, 1.0f, 8.0f}};
     ContiguousKvCache contiguous(n_layer, kv_dim, {T}, storage);
     auto paged = PagedKvCache::create(n_layer, kv_dim, {4, 0, 16, storage});

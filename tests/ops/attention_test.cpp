@@ -92,7 +92,7 @@ TEST(AttentionTest, MatchesTheReferenceAndIgnoresHowPositionsAreSplit) {
   for_each_target([&](const SimdTarget&) {
     for (KvDtype dtype : kStoredTypes)
       for (const Case& c : cases) {
-        SCOPED_TRACE(std::string(kv_dtype_label(dtype)) + " H " + std::to_string(c.n_head) + " G " +
+        SCOPED_TRACE(std::string(kv_dtype_name(dtype)) + " H " + std::to_string(c.n_head) + " G " +
                      std::to_string(c.n_kv_head) + " D " + std::to_string(c.head_dim) + " P " +
                      std::to_string(c.n_positions));
         const int offset = (c.head_dim + c.n_positions) % 4;

@@ -118,7 +118,7 @@ int run_demo(const DemoFlags& flags) {
     std::printf(
         "KV cache, %s: 2 x %d layers x %zu bytes per row of %d KV heads x %d head_dim = "
         "%lld bytes per token (fp32: %lld)\n",
-        kv_dtype_label(kv->dtype), c.n_layer, kv_row_bytes(kv->dtype, c.kv_dim()), c.n_kv_head,
+        kv_dtype_name(kv->dtype), c.n_layer, kv_row_bytes(kv->dtype, c.kv_dim()), c.n_kv_head,
         c.head_dim, static_cast<long long>(stored_per_token), static_cast<long long>(per_token));
   }
   std::printf("  by formula for this run (prompt + new - 1 positions per sequence): %lld bytes\n",

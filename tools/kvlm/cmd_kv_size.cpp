@@ -120,7 +120,7 @@ void print_json(const kv::KvGeometry& g, const kv::KvSize& s, const std::string&
   }
   j["sliding_window"] = g.sliding_window;
   j["n_ctx"] = g.n_ctx;
-  j["dtype"] = kv::kv_dtype_name(s.dtype);
+  j["dtype"] = kv_dtype_name(s.dtype);
   if (s.dtype == kv::KvDtype::q8_0) {
     j["dtype_bytes"] = kv::kv_dtype_bytes_per_value(s.dtype);  // 1.0625: an fp16 scale per 32
   } else {
@@ -138,7 +138,7 @@ void print_json(const kv::KvGeometry& g, const kv::KvSize& s, const std::string&
   // Weights are counted from the config; null when it lacks the fields (see weights_note).
   j["n_params"] = g.n_params > 0 ? nlohmann::ordered_json(g.n_params) : nullptr;
   j["weights_bytes"] = g.n_params > 0 ? nlohmann::ordered_json(s.weights_bytes) : nullptr;
-  j["weights_dtype"] = kv::kv_dtype_name(s.dtype);  // weights_bytes is at the cache's dtype
+  j["weights_dtype"] = kv_dtype_name(s.dtype);  // weights_bytes is at the cache's dtype
   j["checkpoint_dtype"] =
       g.checkpoint_dtype.empty() ? nullptr : nlohmann::ordered_json(g.checkpoint_dtype);
   j["checkpoint_weights_bytes"] =
@@ -164,7 +164,7 @@ void print_text(const kv::KvGeometry& g, const kv::KvSize& s, const std::string&
       s.dtype == kv::KvDtype::q8_0
           ? std::string("8.5 bits per value: int8 + an fp16 scale per 32")
           : std::to_string(kv::kv_dtype_bytes(s.dtype)) + " bytes per value";
-  std::printf("cache    %s (%s), seq_len %s, batch %s\n", kv::kv_dtype_name(s.dtype),
+  std::printf("cache    %s (%s), seq_len %s, batch %s\n", kv_dtype_name(s.dtype),
               per_value.c_str(), with_commas(s.seq_len).c_str(), with_commas(s.batch).c_str());
   if (g.sliding_window > 0) {
     std::printf("window   sliding window %s: keeps min(T, window) = %s positions\n",
@@ -195,7 +195,7 @@ void print_text(const kv::KvGeometry& g, const kv::KvSize& s, const std::string&
   }
   std::printf("\nweights  %s parameters (counted from the config)\n",
               with_commas(g.n_params).c_str());
-  std::printf("  at the cache's %-5s %s\n", kv::kv_dtype_name(s.dtype),
+  std::printf("  at the cache's %-5s %s\n", kv_dtype_name(s.dtype),
               exact_and_human(s.weights_bytes).c_str());
   if (s.checkpoint_weights_bytes > 0 && s.checkpoint_weights_bytes != s.weights_bytes) {
     std::printf("  as stored, %-9s %s\n", g.checkpoint_dtype.c_str(),
@@ -203,10 +203,10 @@ void print_text(const kv::KvGeometry& g, const kv::KvSize& s, const std::string&
   }
   const double ratio = static_cast<double>(s.bytes) / static_cast<double>(s.weights_bytes);
   if (ratio >= 0.01) {
-    std::printf("  cache / weights      %.2fx (both at %s)\n", ratio, kv::kv_dtype_name(s.dtype));
+    std::printf("  cache / weights      %.2fx (both at %s)\n", ratio, kv_dtype_name(s.dtype));
   } else {
     std::printf("  cache / weights      %.2g%% (both at %s)\n", 100 * ratio,
-                kv::kv_dtype_name(s.dtype));
+                kv_dtype_name(s.dtype));
   }
   if (!g.weights_note.empty()) std::printf("  note: %s\n", g.weights_note.c_str());
 }

@@ -40,7 +40,7 @@ void print_progress(int done, int total) {
 
 std::string describe(const std::string& weights, const KvStorageOptions& kv) {
   return std::string("weights ") + (weights.empty() ? "as stored" : weights) + ", " +
-         kv_dtype_label(kv.dtype) + " KV cache";
+         kv_dtype_name(kv.dtype) + " KV cache";
 }
 
 nlohmann::ordered_json number_or_null(bool present, double value) {
