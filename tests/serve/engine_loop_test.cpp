@@ -126,10 +126,13 @@ TEST(EngineLoop, CancelAndStopEndRequestsWithAFinalEvent) {
   auto model = tiny_model();
   auto engine = make_engine(model);
   EngineLoop loop(*engine, 4);
-  loop.start();
   ApiResult<Submission> sub = loop.submit({request({1, 2}, 60, 1), request({3}, 60, 2)});
   ASSERT_TRUE(sub.is_ok());
+  // Cancelled before the loop runs a step: the engine sees the submission and the cancellation
+  // in one drain, so the first request ends cancelled whatever the machine's load (started
+  // first, a tiny model could finish all 60 tokens before the cancellation arrived).
   loop.cancel(sub.value().ids[0]);
+  loop.start();
   loop.stop();  // cancels the other, delivers both final events, ends the thread
   auto events = drain(sub.value());
   for (RequestId id : sub.value().ids) {
