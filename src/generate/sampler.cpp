@@ -21,6 +21,16 @@ float max_logit(const Candidates& cur) {
   return m;
 }
 
+// A penalty can push a finite logit past float's range (a repetition penalty of 1e-38 divides
+// by it): such a logit becomes the largest finite float of its sign, so later steps (the shift
+// by the max, exp) never see inf - inf = NaN. A logit that was -inf (masked) stays -inf. Found
+// by the sampler fuzz target.
+float keep_finite(float before, float after) {
+  if (std::isinf(after) && std::isfinite(before))
+    return std::copysign(std::numeric_limits<float>::max(), after);
+  return after;
+}
+
 // Fills c.p = exp(logit - max) and returns their sum (in double, in item order).
 double fill_unnormalized(Candidates& cur) {
   const float m = max_logit(cur);
@@ -57,7 +67,7 @@ class RepetitionPenalty final : public Sampler {
     // Hugging Face's RepetitionPenaltyLogitsProcessor: once per distinct token,
     // score < 0 ? score * penalty : score / penalty.
     auto penalize = [&](TokenCandidate& c) {
-      c.logit = c.logit < 0.0f ? c.logit * penalty_ : c.logit / penalty_;
+      c.logit = keep_finite(c.logit, c.logit < 0.0f ? c.logit * penalty_ : c.logit / penalty_);
     };
     if (in_id_order(cur, history.prompt) && in_id_order(cur, history.generated)) {
       // The usual case (first in the chain): visit only the history, O(history).
@@ -108,7 +118,8 @@ class PresenceFrequencyPenalty final : public Sampler {
     // The OpenAI API's formula, evaluated in its order:
     // logit - count * frequency_penalty - (count > 0) * presence_penalty.
     auto penalize = [&](TokenCandidate& c) {
-      c.logit = c.logit - static_cast<float>(counts_[c.id]) * frequency_ - presence_;
+      c.logit = keep_finite(c.logit,
+                            c.logit - static_cast<float>(counts_[c.id]) * frequency_ - presence_);
     };
     if (in_id_order(cur, history.generated)) {
       // O(history): each distinct token is penalized at its first occurrence.

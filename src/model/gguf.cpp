@@ -287,6 +287,13 @@ Status GgufParser::check_alignment() {
 
 Status GgufParser::place_tensors(uint64_t data_start) {
   const uint64_t a = file_->alignment_;
+  // A file cut inside the padding before the data section: even empty tensors would point past
+  // its end (found by the gguf fuzz target).
+  if (data_start > bytes_.size() && !file_->tensors_.empty())
+    return Status::error(file_->source_ + ": the tensor data would start at byte " +
+                         std::to_string(data_start) +
+                         " (after the alignment padding), beyond the " +
+                         std::to_string(bytes_.size()) + " bytes of the file");
   const uint64_t data_size = data_start <= bytes_.size() ? bytes_.size() - data_start : 0;
   for (GgufTensor& t : file_->tensors_) {
     const std::string where = file_->where_tensor(t.name);

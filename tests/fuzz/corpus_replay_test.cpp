@@ -66,5 +66,17 @@ TEST(FuzzRegression, ConfigJsonBillionLayersAndHugeWidths) {
     EXPECT_EQ(run_file("config_json", file), "") << file;
 }
 
+// The first libFuzzer runs' finds.
+TEST(FuzzRegression, GgufCutInsideThePaddingBeforeTheData) {
+  // Empty tensors of a file cut before its aligned data section would point past its end.
+  EXPECT_EQ(run_file("gguf", "crash-data-section-past-end"), "");
+}
+
+TEST(FuzzRegression, SamplerPenaltyOverflowingAFiniteLogit) {
+  // Repetition penalty 1.5e-38 and temperature 0.003 made a finite logit +inf, then NaN
+  // probabilities: the draw picked from them.
+  EXPECT_EQ(run_file("sampler", "crash-penalty-temperature-overflow-to-inf"), "");
+}
+
 }  // namespace
 }  // namespace kvlm::fuzz
