@@ -1,5 +1,6 @@
 #include "model/gguf_export.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include "model/gguf_writer.h"
@@ -22,13 +23,15 @@ std::vector<uint8_t> f32_bytes(const float* v, size_t n) {
 
 class Exporter {
  public:
-  Exporter(GgufWriter* w, DType type) : w_(w), type_(type) {}
+  Exporter(GgufWriter* w, const GgufTypes& types, const ModelConfig& c)
+      : w_(w), types_(types), n_layer_(c.n_layer), tied_(c.tied_embeddings) {}
 
   // Quantized types need whole blocks per row; other matrices keep their (plain) type, as
   // loading with --weights does (convert_matrix_on_load), so both give the same bits.
   Status matrix(const std::string& name, const WeightMatrix& m) {
-    const bool whole_blocks = m.n_in % dtype_block_elements(type_) == 0;
-    const DType type = whole_blocks ? type_ : m.dtype;
+    const DType chosen = gguf_matrix_type(types_, name, n_layer_, tied_);
+    const bool whole_blocks = m.n_in % dtype_block_elements(chosen) == 0;
+    const DType type = whole_blocks ? chosen : m.dtype;
     auto bytes = weight_matrix_bytes(m, type, "tensor '" + name + "'");
     if (!bytes) return bytes.status();
     w_->add_tensor(name, {m.n_in, m.n_out}, type, std::move(bytes.value()));
@@ -40,7 +43,9 @@ class Exporter {
 
  private:
   GgufWriter* w_;
-  DType type_;
+  GgufTypes types_;
+  int n_layer_;
+  bool tied_;
 };
 
 void common_keys(GgufWriter* w, const std::string& arch, const ModelConfig& c, DType type) {
@@ -55,12 +60,12 @@ void common_keys(GgufWriter* w, const std::string& arch, const ModelConfig& c, D
   w->add_u32(arch + ".attention.head_count_kv", c.n_kv_head);
 }
 
-Status export_gpt2(GgufWriter* w, const Gpt2Model& model, DType type) {
+Status export_gpt2(GgufWriter* w, const Gpt2Model& model, const GgufTypes& types) {
   const ModelConfig& c = model.config();
   const Gpt2Weights& g = model.weights();
-  common_keys(w, "gpt2", c, type);
+  common_keys(w, "gpt2", c, types.type);
   w->add_f32("gpt2.attention.layer_norm_epsilon", c.norm_eps);
-  Exporter e(w, type);
+  Exporter e(w, types, c);
   const int64_t C = c.n_embd, F = c.n_ff;
   KVLM_RETURN_IF_ERROR(e.matrix("token_embd.weight", g.wte));
   w->add_tensor("position_embd.weight", {C, c.n_ctx}, DType::kF32,
@@ -87,7 +92,7 @@ Status export_gpt2(GgufWriter* w, const Gpt2Model& model, DType type) {
   return Status::ok();
 }
 
-Status export_llama(GgufWriter* w, const LlamaModel& model, DType type) {
+Status export_llama(GgufWriter* w, const LlamaModel& model, const GgufTypes& types) {
   const LlamaConfig& lc = model.llama_config();
   const ModelConfig& c = lc.model;
   if (lc.attention_bias || lc.mlp_bias || lc.sliding_window > 0 ||
@@ -95,7 +100,7 @@ Status export_llama(GgufWriter* w, const LlamaModel& model, DType type) {
     return Status::error(model.source() +
                          ": biases, a sliding window and llama3 rope scaling have no GGUF "
                          "writer in kvlm yet");
-  common_keys(w, "llama", c, type);
+  common_keys(w, "llama", c, types.type);
   w->add_u32("llama.rope.dimension_count", c.head_dim);
   if (c.head_dim * c.n_head != c.n_embd) {
     w->add_u32("llama.attention.key_length", c.head_dim);
@@ -108,7 +113,7 @@ Status export_llama(GgufWriter* w, const LlamaModel& model, DType type) {
     w->add_f32("llama.rope.scaling.factor", lc.rope_scaling.factor);
   }
   const LlamaWeights& g = model.weights();
-  Exporter e(w, type);
+  Exporter e(w, types, c);
   const int64_t C = c.n_embd;
   KVLM_RETURN_IF_ERROR(e.matrix("token_embd.weight", g.embed));
   for (int l = 0; l < c.n_layer; ++l) {
@@ -180,16 +185,36 @@ Status export_tokenizer(GgufWriter* w, const Tokenizer& t) {
 
 }  // namespace
 
-Status write_gguf(const Model& model, const Tokenizer* tokenizer, DType type,
+std::optional<GgufTypes> parse_gguf_types(std::string_view name) {
+  if (name == "q4_k_mix") return GgufTypes{DType::kQ4_K, true};
+  const auto type = parse_dtype(name);
+  if (!type) return std::nullopt;
+  return GgufTypes{*type, false};
+}
+
+DType gguf_matrix_type(const GgufTypes& types, const std::string& name, int n_layer,
+                       bool tied_head) {
+  if (!types.q4_k_mix) return types.type;
+  if (name == "output.weight" || (tied_head && name == "token_embd.weight")) return DType::kQ6_K;
+  int layer = -1;
+  char role[32] = {};
+  if (std::sscanf(name.c_str(), "blk.%d.%31s", &layer, role) == 2 &&
+      (std::strcmp(role, "attn_v.weight") == 0 || std::strcmp(role, "ffn_down.weight") == 0)) {
+    // llama.cpp's use_more_bits(i_layer, n_layers).
+    const bool more_bits =
+        layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
+    if (more_bits) return DType::kQ6_K;
+  }
+  return DType::kQ4_K;
+}
+
+Status write_gguf(const Model& model, const Tokenizer* tokenizer, const GgufTypes& types,
                   const std::string& path) {
-  if (dtype_is_quantized(type) && type != DType::kQ8_0 && type != DType::kQ4_0)
-    return Status::error(std::string("--type ") + dtype_name(type) +
-                         ": kvlm writes f32, f16, bf16, q8_0 and q4_0");
   GgufWriter w;
   if (const auto* gpt2 = dynamic_cast<const Gpt2Model*>(&model)) {
-    KVLM_RETURN_IF_ERROR(export_gpt2(&w, *gpt2, type));
+    KVLM_RETURN_IF_ERROR(export_gpt2(&w, *gpt2, types));
   } else if (const auto* llama = dynamic_cast<const LlamaModel*>(&model)) {
-    KVLM_RETURN_IF_ERROR(export_llama(&w, *llama, type));
+    KVLM_RETURN_IF_ERROR(export_llama(&w, *llama, types));
   } else {
     return Status::error("this model's architecture has no GGUF writer");
   }

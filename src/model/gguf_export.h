@@ -4,7 +4,9 @@
 // position embedding as F32, Llama's q/k rows in the pair order kvlm (and ggml) rotate.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "model/model.h"
 #include "ops/dtype.h"
@@ -12,9 +14,33 @@
 
 namespace kvlm {
 
+// How the weight matrices are stored (`kvlm convert --type`): all in one type, or the K-quant
+// mix `q4_k_mix`: llama.cpp's Q4_K_M rule without its Q5_K tensors (kvlm has no Q5_K), i.e.
+// Q6_K for the output head (the token embedding when the head is tied to it) and for attn_v and
+// ffn_down in the layers llama.cpp's use_more_bits picks (the first and last eighth, every
+// third between), Q4_K for every other matrix (where Q4_K_M has Q5_K: attn_output, GPT-2's
+// attn_qkv, too). A matrix whose input width is not a whole number of its type's blocks keeps
+// its plain type, as `--weights` does.
+struct GgufTypes {
+  DType type = DType::kF32;
+  bool q4_k_mix = false;
+};
+
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k" or "q4_k_mix".
+std::optional<GgufTypes> parse_gguf_types(std::string_view name);
+
+// The type the tensor `name` ("blk.3.ffn_down.weight", "output.weight") is stored in, in a
+// model of n_layer blocks (`tied_head`: no output.weight, the embedding is the head).
+DType gguf_matrix_type(const GgufTypes& types, const std::string& name, int n_layer,
+                       bool tied_head);
+
 // `tokenizer` may be null (then the file has no tokenizer.ggml.* keys). Supported tokenizers:
 // byte-level BPE (GPT-2, Llama 3) and llama2.c / SentencePiece vocabularies with scores.
-Status write_gguf(const Model& model, const Tokenizer* tokenizer, DType type,
+Status write_gguf(const Model& model, const Tokenizer* tokenizer, const GgufTypes& types,
                   const std::string& path);
+inline Status write_gguf(const Model& model, const Tokenizer* tokenizer, DType type,
+                         const std::string& path) {
+  return write_gguf(model, tokenizer, GgufTypes{type, false}, path);
+}
 
 }  // namespace kvlm

@@ -34,9 +34,6 @@ Result<std::vector<uint8_t>> weight_matrix_bytes(const WeightMatrix& m, DType to
     return Status::error(name + ": " + dtype_name(to) + " stores rows in blocks of " +
                          std::to_string(block) + " values, but the matrix's input width is " +
                          std::to_string(n_in));
-  if (dtype_is_quantized(to) && to != DType::kQ8_0 && to != DType::kQ4_0)
-    return Status::error(name + ": kvlm quantizes to q8_0 and q4_0 only, not " +
-                         std::string(dtype_name(to)));
   std::vector<uint8_t> out;
   out.reserve(dtype_bytes(to, n_in * n_out));
   std::vector<float> row(n_in);

@@ -1,4 +1,4 @@
-// Converting a weight matrix to another storage type at load (`--weights q8_0|q4_0|f16|...`,
+// Converting a weight matrix to another storage type at load (`--weights q8_0|q4_k|f16|...`,
 // GGUF files whose tensors need another type or are misaligned) and for `kvlm convert`.
 #pragma once
 
@@ -18,7 +18,8 @@ Result<WeightMatrix> convert_weight_matrix(const WeightMatrix& m, DType to, Owne
                                            const std::string& name);
 
 // What a loader does for `--weights TYPE`: convert_weight_matrix, except that a matrix whose
-// input width is not a whole number of `to`'s blocks (stories260K's 172-wide w2 for Q8_0) stays
+// input width is not a whole number of `to`'s blocks (stories260K's 172-wide w2 for Q8_0, every
+// 64- or 172-wide matrix of it for Q4_K and Q6_K's blocks of 256) stays
 // as it is, as llama.cpp's quantizer falls back for such tensors.
 Result<WeightMatrix> convert_matrix_on_load(const WeightMatrix& m, DType to, OwnedTensors* owned,
                                             const std::string& name);
@@ -27,7 +28,7 @@ Result<WeightMatrix> convert_matrix_on_load(const WeightMatrix& m, DType to, Own
 Result<std::vector<uint8_t>> weight_matrix_bytes(const WeightMatrix& m, DType to,
                                                  const std::string& name);
 
-// n fp32 values stored as `to` (plain or Q8_0/Q4_0), appended to `out`.
+// n fp32 values stored as `to` (any type), appended to `out`.
 bool store_row(std::vector<uint8_t>* out, const float* row, size_t n, DType to);
 
 }  // namespace kvlm

@@ -84,6 +84,14 @@ bool quantize_row(void* dst, const float* src, DType type, size_t n) {
     }
     return true;
   }
+  if (type == DType::kQ4_K) {
+    quantize_row_q4_k(dst, src, n);
+    return true;
+  }
+  if (type == DType::kQ6_K) {
+    quantize_row_q6_k(dst, src, n);
+    return true;
+  }
   return false;
 }
 

@@ -144,9 +144,14 @@ inline void dequantize_block_q6_k(float* y, const uint8_t* src) {
 // The scalar reference.
 void dequantize_row(float* dst, const void* src, DType type, size_t n);
 
-// dst = src [n] quantized to Q8_0 or Q4_0 with ggml's reference quantizers
-// (quantize_row_q8_0_ref / quantize_row_q4_0_ref), so kvlm writes the bytes llama.cpp would.
-// n a multiple of 32; other types are not supported here (returns false).
+// dst = src [n] quantized to Q8_0, Q4_0, Q4_K or Q6_K with ggml's reference quantizers
+// (quantize_row_q8_0_ref, q4_0_ref, q4_K_ref, q6_K_ref: what llama-quantize writes without an
+// importance matrix), so kvlm writes the bytes llama.cpp would. n a multiple of the type's
+// block; plain types are not handled here (returns false).
 bool quantize_row(void* dst, const float* src, DType type, size_t n);
+
+// The K-quant reference quantizers (ops/quantize_k.cpp); n a multiple of 256.
+void quantize_row_q4_k(void* dst, const float* src, size_t n);
+void quantize_row_q6_k(void* dst, const float* src, size_t n);
 
 }  // namespace kvlm

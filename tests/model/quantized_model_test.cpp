@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "generate/generate.h"
+#include "model/gguf.h"
 #include "model/gguf_export.h"
 #include "model/llama_random.h"
 #include "model/loader.h"
@@ -53,15 +54,16 @@ void expect_same_bits(const Logits& a, const Logits& b, const std::string& what)
   }
 }
 
-// A Llama whose widths are whole Q8_0/Q4_0 blocks: 64 wide, 4 heads of 16 sharing 2 KV heads,
-// 96 hidden.
-LlamaConfig block_llama_config() {
+// A Llama whose widths are whole blocks of `type`: for Q8_0/Q4_0 64 wide, 4 heads of 16 sharing
+// 2 KV heads, 96 hidden; for the K-quants' 256-value blocks 256 wide, 4 heads of 64, 256 hidden.
+LlamaConfig block_llama_config(DType type = DType::kQ8_0) {
   LlamaConfig c = tiny_llama_config();
-  c.model.n_embd = 64;
+  const bool k_quant = dtype_block_elements(type) == 256;
+  c.model.n_embd = k_quant ? 256 : 64;
   c.model.n_head = 4;
   c.model.n_kv_head = 2;
-  c.model.head_dim = 16;
-  c.model.n_ff = 96;
+  c.model.head_dim = k_quant ? 64 : 16;
+  c.model.n_ff = k_quant ? 256 : 96;
   return c;
 }
 
@@ -78,7 +80,8 @@ class QuantizedLlama : public ::testing::TestWithParam<DType> {};
 TEST_P(QuantizedLlama, ExactnessContractHolds) {
   test::TempDir dir;
   ASSERT_TRUE(
-      write_llama_hf(dir.path(), random_llama_weights(block_llama_config(), 3), {}).is_ok());
+      write_llama_hf(dir.path(), random_llama_weights(block_llama_config(GetParam()), 3), {})
+          .is_ok());
   auto model = load(dir.path(), GetParam());
   ASSERT_NE(model, nullptr);
   EXPECT_EQ(model->weight_dtype(), dtype_name(GetParam()));
@@ -103,20 +106,64 @@ TEST_P(QuantizedLlama, ExactnessContractHolds) {
   EXPECT_EQ(from_gguf->weight_dtype(), dtype_name(GetParam()));
   expect_same_bits(cached, run(*from_gguf, kPrompts, true, 1), "GGUF");
   // And near the F32 model it came from: this random model amplifies weight noise (2.4% of the
-  // largest logit for Q8_0, 34% for Q4_0: the 16x of their step sizes); a wrong layout or scale
-  // would be off by the logits' whole size.
+  // largest logit for Q8_0, 34% for Q4_0: the 16x of their step sizes; Q6_K and Q4_K in between
+  // and alike); a wrong layout or scale would be off by the logits' whole size.
   const Logits exact = run(*f32, {kPrompts[0]}, false, 1);
   float max_diff = 0.0f, max_logit = 0.0f;
   for (size_t v = 0; v < exact[0][0].size(); ++v) {
     max_diff = std::max(max_diff, std::fabs(exact[0][0][v] - cached[0][0][v]));
     max_logit = std::max(max_logit, std::fabs(exact[0][0][v]));
   }
-  EXPECT_LT(max_diff / max_logit, GetParam() == DType::kQ8_0 ? 0.05f : 0.6f)
+  const float bound = GetParam() == DType::kQ8_0 ? 0.05f : GetParam() == DType::kQ6_K ? 0.2f : 0.6f;
+  EXPECT_LT(max_diff / max_logit, bound)
       << "max |logit| " << max_logit << ", max difference " << max_diff;
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, QuantizedLlama, ::testing::Values(DType::kQ8_0, DType::kQ4_0),
+INSTANTIATE_TEST_SUITE_P(Types, QuantizedLlama,
+                         ::testing::Values(DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// q4_k_mix: which matrices get Q6_K (llama.cpp's use_more_bits for 32 layers: 0-3, 6, 9, ...,
+// 24, 27-31), and a mixed file keeps the exactness contract.
+TEST(QuantizedMix, Q4KMixRuleAndFile) {
+  const GgufTypes mix = parse_gguf_types("q4_k_mix").value();
+  std::vector<int> q6;
+  for (int l = 0; l < 32; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    const DType v = gguf_matrix_type(mix, p + "attn_v.weight", 32, false);
+    EXPECT_EQ(v, gguf_matrix_type(mix, p + "ffn_down.weight", 32, false)) << l;
+    EXPECT_EQ(gguf_matrix_type(mix, p + "attn_q.weight", 32, false), DType::kQ4_K);
+    EXPECT_EQ(gguf_matrix_type(mix, p + "attn_output.weight", 32, false), DType::kQ4_K);
+    if (v == DType::kQ6_K) q6.push_back(l);
+  }
+  EXPECT_EQ(q6, (std::vector<int>{0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31}));
+  EXPECT_EQ(gguf_matrix_type(mix, "output.weight", 32, false), DType::kQ6_K);
+  EXPECT_EQ(gguf_matrix_type(mix, "token_embd.weight", 32, false), DType::kQ4_K);
+  EXPECT_EQ(gguf_matrix_type(mix, "token_embd.weight", 32, true), DType::kQ6_K);  // tied head
+  EXPECT_FALSE(parse_gguf_types("q5_k"));
+
+  test::TempDir dir;
+  LlamaConfig config = block_llama_config(DType::kQ4_K);
+  config.model.n_layer = 2;  // layer 0 Q4_K, layer 1 (the last eighth) Q6_K
+  ASSERT_TRUE(write_llama_hf(dir.path(), random_llama_weights(config, 5), {}).is_ok());
+  auto f32 = load(dir.path(), std::nullopt);
+  ASSERT_NE(f32, nullptr);
+  const std::string gguf = dir.file("mix.gguf");
+  ASSERT_TRUE(write_gguf(*f32, nullptr, mix, gguf).is_ok());
+  auto file = GgufFile::open(gguf);
+  ASSERT_TRUE(file.is_ok()) << file.message();
+  const auto type_of = [&](const std::string& name) { return file->tensor(name)->dtype; };
+  EXPECT_EQ(type_of("blk.0.attn_v.weight"), DType::kQ4_K);
+  EXPECT_EQ(type_of("blk.1.attn_v.weight"), DType::kQ6_K);
+  EXPECT_EQ(type_of("blk.1.ffn_down.weight"), DType::kQ6_K);
+  EXPECT_EQ(type_of("blk.1.ffn_up.weight"), DType::kQ4_K);
+  EXPECT_EQ(type_of("token_embd.weight"),
+            config.model.tied_embeddings ? DType::kQ6_K : DType::kQ4_K);
+  auto model = load(gguf, std::nullopt);
+  ASSERT_NE(model, nullptr);
+  const Logits cached = run(*model, kPrompts, true, 1);
+  expect_same_bits(cached, run(*model, kPrompts, false, 3), "uncached, 3 threads");
+}
 
 TEST(QuantizedGpt2, CachedEqualsUncachedAndThreadInvariant) {
   test::TempDir dir;

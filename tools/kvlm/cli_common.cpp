@@ -13,8 +13,8 @@ void add_model_flags(CLI::App* cmd, ModelFlags* flags, bool model_required) {
   if (model_required) model->required();
   cmd->add_option("--weights", flags->weights,
                   "Convert weight matrices on load to f32, f16, bf16, or quantize them to "
-                  "q8_0 or q4_0 (default: as stored)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"}));
+                  "q8_0, q4_0, q4_k or q6_k (default: as stored)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"}));
   // Bounded well below what makes the OpenMP runtime fail to start its threads (it aborts
   // then, with a message that names no flag).
   cmd->add_option("--threads", flags->threads, "Worker threads, at most 256 (default: all cores)")

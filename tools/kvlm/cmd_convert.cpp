@@ -1,5 +1,5 @@
 // kvlm convert: writes a model as a GGUF file that kvlm and llama.cpp both load.
-//   kvlm convert --model PATH --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0]
+//   kvlm convert --model PATH --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k|q6_k|q4_k_mix]
 //                [--tokenizer PATH | --no-tokenizer]
 // The model is anything `--model` takes (a Hugging Face folder, a llama2.c model.bin, a GGUF);
 // its tokenizer (the folder's own, or --tokenizer) goes into the file's tokenizer.ggml.* keys.
@@ -24,7 +24,7 @@ struct ConvertFlags {
 };
 
 int run_convert(const ConvertFlags& flags) {
-  const DType type = parse_dtype(flags.type).value_or(DType::kF32);
+  const GgufTypes types = parse_gguf_types(flags.type).value_or(GgufTypes{});
   auto model = load_model(flags.model, LoadOptions{});
   if (!model) return fail(model.status());
   std::unique_ptr<Tokenizer> tokenizer;
@@ -44,9 +44,9 @@ int run_convert(const ConvertFlags& flags) {
                    loaded.message().c_str());
     }
   }
-  auto status = write_gguf(*model.value(), tokenizer.get(), type, flags.out);
+  auto status = write_gguf(*model.value(), tokenizer.get(), types, flags.out);
   if (!status.is_ok()) return fail(status);
-  std::fprintf(stderr, "kvlm convert: wrote %s (%s%s)\n", flags.out.c_str(), dtype_name(type),
+  std::fprintf(stderr, "kvlm convert: wrote %s (%s%s)\n", flags.out.c_str(), flags.type.c_str(),
                tokenizer ? ", with tokenizer" : "");
   return 0;
 }
@@ -61,8 +61,10 @@ void add_convert_command(CLI::App& app, int* exit_code) {
       ->required();
   cmd->add_option("--out", flags->out, "GGUF file to write")->required();
   cmd->add_option("--type", flags->type,
-                  "Storage type of the weight matrices (norms and biases stay f32)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"}));
+                  "Storage type of the weight matrices (norms and biases stay f32); q4_k_mix: "
+                  "Q4_K with Q6_K for the head, attn_v and ffn_down (llama.cpp's Q4_K_M rule "
+                  "without Q5_K)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_k_mix"}));
   auto* tok = cmd->add_option("--tokenizer", flags->tokenizer,
                               "Tokenizer to store (default: the model folder's own)");
   cmd->add_flag("--no-tokenizer", flags->no_tokenizer, "Write no tokenizer")->excludes(tok);
