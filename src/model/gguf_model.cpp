@@ -1,9 +1,12 @@
 #include "model/gguf_model.h"
 
+#include <cstdio>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "model/llama.h"
 #include "model/quantize_weights.h"
+#include "model/random_gpt2.h"
 #include "ops/quant.h"
 
 namespace kvlm {
@@ -291,6 +294,27 @@ Result<std::unique_ptr<Model>> create_gguf_model(GgufFile file, const LoadOption
   if (arch.value() == "llama") return create_llama(std::move(storage), options);
   return Status::error(f.where_key("general.architecture") + ": \"" + std::string(arch.value()) +
                        "\" is not supported (supported: " + kGgufArchitectures + ")");
+}
+
+bool has_gguf_magic(const std::string& path) {
+  char magic[4] = {};
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  const bool ok = std::fread(magic, 1, 4, f) == 4 && std::memcmp(magic, "GGUF", 4) == 0;
+  std::fclose(f);
+  return ok;
+}
+
+std::string gguf_model_config_json(const Model& model) {
+  const auto* llama = dynamic_cast<const LlamaModel*>(&model);
+  auto j = nlohmann::json::parse(llama ? llama_config_json(llama->llama_config())
+                                       : gpt2_config_json(model.config()));
+  j.erase("torch_dtype");
+  const std::string dtype = model.weight_dtype();
+  if (dtype == "F32") j["torch_dtype"] = "float32";
+  if (dtype == "F16") j["torch_dtype"] = "float16";
+  if (dtype == "BF16") j["torch_dtype"] = "bfloat16";
+  return j.dump(2) + "\n";
 }
 
 Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path,

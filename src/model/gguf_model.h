@@ -22,4 +22,13 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path, const Lo
 // parsed from a caller's buffer needs that buffer to outlive the model.
 Result<std::unique_ptr<Model>> create_gguf_model(GgufFile file, const LoadOptions& options);
 
+// Whether `path` is a file that begins with GGUF's magic (how kvlm recognises GGUF, whatever the
+// file's name).
+bool has_gguf_magic(const std::string& path);
+
+// The config.json text Hugging Face would write for `model` (model_type "gpt2" or "llama"), for
+// `kvlm kv-size --model FILE.gguf`, which sizes caches from configs. torch_dtype is the
+// matrices' type when it is F32, F16 or BF16 and absent for quantized files.
+std::string gguf_model_config_json(const Model& model);
+
 }  // namespace kvlm

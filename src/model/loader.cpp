@@ -13,19 +13,6 @@
 
 namespace kvlm {
 
-namespace {
-
-bool has_gguf_magic(const std::string& path) {
-  char magic[4] = {};
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return false;
-  const bool ok = std::fread(magic, 1, 4, f) == 4 && std::memcmp(magic, "GGUF", 4) == 0;
-  std::fclose(f);
-  return ok;
-}
-
-}  // namespace
-
 Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOptions& options) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return Status::error(path + ": no such file or folder");

@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "kv/kv_size.h"
+#include "model/gguf_model.h"
 #include "model/llama2c.h"
 
 namespace kvlm::cli {
@@ -87,6 +88,12 @@ Result<kv::KvGeometry> load_geometry(const KvSizeOptions& o, std::string* source
     return kv::kv_geometry_from_preset(o.preset);
   }
   std::string path = o.config_path;
+  if (has_gguf_magic(o.model_dir)) {  // a GGUF file: its keys, through the checked loader
+    auto model = load_gguf_model(o.model_dir, LoadOptions{});
+    if (!model) return model.status();
+    *source = o.model_dir;
+    return kv::kv_geometry_from_config_text(gguf_model_config_json(*model.value()), o.model_dir);
+  }
   if (std::filesystem::is_regular_file(o.model_dir)) {  // a llama2.c model.bin: read its header
     auto json = llama2c_config_json(o.model_dir);
     if (!json) return json.status();
@@ -164,8 +171,8 @@ void print_text(const kv::KvGeometry& g, const kv::KvSize& s, const std::string&
       s.dtype == kv::KvDtype::q8_0
           ? std::string("8.5 bits per value: int8 + an fp16 scale per 32")
           : std::to_string(kv::kv_dtype_bytes(s.dtype)) + " bytes per value";
-  std::printf("cache    %s (%s), seq_len %s, batch %s\n", kv_dtype_name(s.dtype),
-              per_value.c_str(), with_commas(s.seq_len).c_str(), with_commas(s.batch).c_str());
+  std::printf("cache    %s (%s), seq_len %s, batch %s\n", kv_dtype_name(s.dtype), per_value.c_str(),
+              with_commas(s.seq_len).c_str(), with_commas(s.batch).c_str());
   if (g.sliding_window > 0) {
     std::printf("window   sliding window %s: keeps min(T, window) = %s positions\n",
                 with_commas(g.sliding_window).c_str(), with_commas(s.kept_positions).c_str());
@@ -241,7 +248,7 @@ void add_kv_size_command(CLI::App& app, int* exit_code) {
       "the weights");
   cmd->add_option("--config", options->config_path, "a Hugging Face config.json");
   cmd->add_option("--model", options->model_dir,
-                  "a model folder holding config.json, or a llama2.c model.bin");
+                  "a model folder holding config.json, a GGUF file or a llama2.c model.bin");
   std::string presets;
   for (const std::string& n : kv::kv_preset_names()) presets += (presets.empty() ? "" : ", ") + n;
   cmd->add_option("--preset", options->preset, "a built-in model: " + presets);
