@@ -17,8 +17,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# kvlm serve's end-to-end tests drive the server with the openai npm client (tests/e2e), which
-# needs Node 20 or newer and npm; machines here come with them. Without them those tests skip.
+# kvlm serve's end-to-end tests drive the server with the openai npm client (tests/e2e), and the
+# GGUF check reads kvlm's files with @huggingface/gguf (tests/gguf_js); both need Node 20 or newer
+# and npm (machines here come with them) and install their package from its committed
+# package-lock.json with `npm ci` into the build folder. Without them those tests skip, except
+# under KVLM_REQUIRE_SHARED_DATA=1 (CI), where the GGUF check fails.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "kvlm: node/npm not found: the kvlm serve end-to-end tests will be skipped" >&2
 elif [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
