@@ -95,11 +95,9 @@ Status export_gpt2(GgufWriter* w, const Gpt2Model& model, const GgufTypes& types
 Status export_llama(GgufWriter* w, const LlamaModel& model, const GgufTypes& types) {
   const LlamaConfig& lc = model.llama_config();
   const ModelConfig& c = lc.model;
-  if (lc.attention_bias || lc.mlp_bias || lc.sliding_window > 0 ||
-      lc.rope_scaling.kind == RopeScaling::Kind::kLlama3)
+  if (lc.attention_bias || lc.mlp_bias || lc.sliding_window > 0)
     return Status::error(model.source() +
-                         ": biases, a sliding window and llama3 rope scaling have no GGUF "
-                         "writer in kvlm yet");
+                         ": biases and a sliding window have no GGUF writer in kvlm yet");
   common_keys(w, "llama", c, types.type);
   w->add_u32("llama.rope.dimension_count", c.head_dim);
   if (c.head_dim * c.n_head != c.n_embd) {
@@ -131,6 +129,14 @@ Status export_llama(GgufWriter* w, const LlamaModel& model, const GgufTypes& typ
   }
   e.vector("output_norm.weight", g.final_norm, C);
   if (!c.tied_embeddings) KVLM_RETURN_IF_ERROR(e.matrix("output.weight", g.lm_head));
+  // Llama 3.1 scaling as llama.cpp's converter writes it: a divisor per frequency.
+  if (lc.rope_scaling.kind == RopeScaling::Kind::kLlama3) {
+    const std::vector<float> factors = llama3_rope_freq_factors(lc);
+    e.vector("rope_freqs.weight", factors.data(), static_cast<int64_t>(factors.size()));
+  } else if (lc.rope_scaling.kind == RopeScaling::Kind::kFactors) {
+    e.vector("rope_freqs.weight", lc.rope_scaling.freq_factors.data(),
+             static_cast<int64_t>(lc.rope_scaling.freq_factors.size()));
+  }
   return Status::ok();
 }
 

@@ -1,5 +1,6 @@
 #include "model/gguf_model.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -208,6 +209,37 @@ Result<std::unique_ptr<Model>> create_gpt2(std::shared_ptr<GgufStorage> storage,
   return std::unique_ptr<Model>(Gpt2Model::from_weights(c, std::move(w), std::move(storage)));
 }
 
+// Llama 3.1's rope scaling as llama.cpp's converter stores it: rope_freqs.weight, F32
+// [head_dim / 2], one divisor per rotary frequency, each positive and finite.
+Status read_rope_freqs(const GgufFile& f, LlamaConfig* config) {
+  const char* name = "rope_freqs.weight";
+  const GgufTensor* t = f.tensor(name);
+  if (t == nullptr) return Status::ok();
+  const int64_t half = config->model.head_dim / 2;
+  if (t->n_dims != 1 || t->ne[0] != half)
+    return Status::error(f.where_tensor(name) + ": expected shape [" + std::to_string(half) +
+                         "] (one factor per rotary frequency of the " +
+                         std::to_string(config->model.head_dim) + "-wide heads), found " +
+                         std::to_string(t->n_dims) + " dimensions, ne[0] " +
+                         std::to_string(t->ne[0]));
+  if (t->dtype != DType::kF32)
+    return Status::error(f.where_tensor(name) + ": expected type F32, found " +
+                         dtype_name(t->dtype));
+  if (config->rope_scaling.kind != RopeScaling::Kind::kNone)
+    return Status::error(f.where_tensor(name) +
+                         ": per-frequency factors and llama.rope.scaling.type together are not "
+                         "supported (one scaling at a time)");
+  std::vector<float> factors(half);
+  std::memcpy(factors.data(), t->data, sizeof(float) * half);
+  for (int64_t i = 0; i < half; ++i)
+    if (!(factors[i] > 0.0f) || !std::isfinite(factors[i]))
+      return Status::error(f.where_tensor(name) + ": factor " + std::to_string(i) + " is " +
+                           std::to_string(factors[i]) + ", expected a positive finite number");
+  config->rope_scaling.kind = RopeScaling::Kind::kFactors;
+  config->rope_scaling.freq_factors = std::move(factors);
+  return Status::ok();
+}
+
 Result<std::unique_ptr<Model>> create_llama(std::shared_ptr<GgufStorage> storage,
                                             const LoadOptions& options) {
   const GgufFile& f = storage->file;
@@ -245,10 +277,8 @@ Result<std::unique_ptr<Model>> create_llama(std::shared_ptr<GgufStorage> storage
                            "\" is not supported (supported: none, linear)");
     }
   }
-  if (f.tensor("rope_freqs.weight"))
-    return Status::error(f.where_tensor("rope_freqs.weight") +
-                         ": per-frequency rope factors (Llama 3.1 scaling) are not supported");
   KVLM_RETURN_IF_ERROR(validate_llama_config(config, f.source()));
+  KVLM_RETURN_IF_ERROR(read_rope_freqs(f, &config));
   const int64_t C = c.n_embd, F = c.n_ff, V = c.n_vocab, Q = c.q_dim(), KV = c.kv_dim();
   GgufBinder b(storage.get(), options);
   LlamaWeights w;

@@ -64,6 +64,11 @@ Status validate_llama_config(const LlamaConfig& c, const std::string& source) {
   if (c.sliding_window < 0)
     return Status::error(source + ": sliding_window must not be negative, found " +
                          std::to_string(c.sliding_window));
+  if (c.rope_scaling.kind == RopeScaling::Kind::kFactors &&
+      c.rope_scaling.freq_factors.size() != static_cast<size_t>(c.model.head_dim / 2))
+    return Status::error(source + ": " + std::to_string(c.rope_scaling.freq_factors.size()) +
+                         " rope frequency factors for " + std::to_string(c.model.head_dim / 2) +
+                         " frequencies");
   return Status::ok();
 }
 
@@ -143,6 +148,16 @@ std::string llama_config_json(const LlamaConfig& lc) {
                               {"torch_dtype", "float32"}};
   if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
   if (c.eos_token_id >= 0) j["eos_token_id"] = c.eos_token_id;
+  // kFactors (a GGUF's rope_freqs.weight) has no config.json form; the rest round-trips.
+  const RopeScaling& s = lc.rope_scaling;
+  if (s.kind == RopeScaling::Kind::kLinear)
+    j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", s.factor}};
+  if (s.kind == RopeScaling::Kind::kLlama3)
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", s.factor},
+                         {"low_freq_factor", s.low_freq_factor},
+                         {"high_freq_factor", s.high_freq_factor},
+                         {"original_max_position_embeddings", s.original_max_position}};
   return j.dump(2) + "\n";
 }
 
@@ -168,8 +183,33 @@ std::vector<float> llama_rope_frequencies(const LlamaConfig& lc) {
         f = (1.0f - smooth) * f / s.factor + smooth * f;
       }
     }
+  } else if (s.kind == RopeScaling::Kind::kFactors) {
+    // llama.cpp divides each angle by its factor (ggml_rope_ext's freq_factors).
+    for (int i = 0; i < D / 2; ++i) inv_freq[i] /= s.freq_factors[i];
   }
   return inv_freq;
+}
+
+std::vector<float> llama3_rope_freq_factors(const LlamaConfig& lc) {
+  const int D = lc.model.head_dim;
+  std::vector<float> freq(D / 2), factors(D / 2);
+  rope_frequencies(freq.data(), D, lc.model.rope_theta);
+  const RopeScaling& s = lc.rope_scaling;
+  const float low_freq_wavelen = s.original_max_position / s.low_freq_factor;
+  const float high_freq_wavelen = s.original_max_position / s.high_freq_factor;
+  for (int i = 0; i < D / 2; ++i) {
+    const float wavelen = 2.0f * static_cast<float>(M_PI) / freq[i];
+    if (wavelen < high_freq_wavelen) {
+      factors[i] = 1.0f;
+    } else if (wavelen > low_freq_wavelen) {
+      factors[i] = s.factor;
+    } else {
+      const float smooth = (s.original_max_position / wavelen - s.low_freq_factor) /
+                           (s.high_freq_factor - s.low_freq_factor);
+      factors[i] = 1.0f / ((1.0f - smooth) / s.factor + smooth);
+    }
+  }
+  return factors;
 }
 
 }  // namespace kvlm

@@ -14,13 +14,16 @@
 namespace kvlm {
 
 // config.json's rope_scaling: how the rotary frequencies are stretched for long contexts.
+// kFactors is the GGUF form of llama3 scaling: llama.cpp's converter stores one divisor per
+// frequency (the rope_freqs.weight tensor) instead of the four numbers.
 struct RopeScaling {
-  enum class Kind { kNone, kLinear, kLlama3 };
+  enum class Kind { kNone, kLinear, kLlama3, kFactors };
   Kind kind = Kind::kNone;
   float factor = 1.0f;
   float low_freq_factor = 1.0f;      // llama3 only
   float high_freq_factor = 4.0f;     // llama3 only
   int original_max_position = 8192;  // llama3 only
+  std::vector<float> freq_factors;   // kFactors only: [head_dim / 2], inv_freq[i] / factor[i]
 };
 
 struct LlamaConfig {
@@ -47,5 +50,11 @@ std::string llama_config_json(const LlamaConfig& config);
 
 // Rotary inverse frequencies [head_dim / 2], rope_theta and rope_scaling applied.
 std::vector<float> llama_rope_frequencies(const LlamaConfig& config);
+
+// llama3 scaling as per-frequency divisors [head_dim / 2], as llama.cpp's convert_hf_to_gguf.py
+// writes them into rope_freqs.weight (in fp32, its formula and order): 1 for wavelengths below
+// original_max_position / high_freq_factor, `factor` above original_max_position /
+// low_freq_factor, 1 / ((1 - smooth) / factor + smooth) between. `config` has kind kLlama3.
+std::vector<float> llama3_rope_freq_factors(const LlamaConfig& config);
 
 }  // namespace kvlm

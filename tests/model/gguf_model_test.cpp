@@ -15,6 +15,7 @@
 #include "model/gguf_export.h"
 #include "model/gguf_tokenizer.h"
 #include "model/gguf_writer.h"
+#include "model/llama.h"
 #include "model/llama_random.h"
 #include "model/loader.h"
 #include "support/expect_error.h"
@@ -199,6 +200,38 @@ TEST(GgufModel, LoadsTheTinyFileAndRefusesEachBrokenPiece) {
     expect_error(load_writer(w, dir),
                  {"tensor 'blk.0.attn_norm.weight'", "shape [9]", "expected [8, 1]"});
   }
+}
+
+// rope_freqs.weight (Llama 3.1 scaling as llama.cpp stores it): F32 [head_dim / 2] of positive
+// finite divisors; each broken piece named.
+TEST(GgufModel, RopeFreqsChecked) {
+  test::TempDir dir;
+  TinyLlamaGguf t;  // 2 heads of 4: 2 rotary frequencies
+  const auto with = [&](std::vector<int64_t> shape, DType type, std::vector<float> values) {
+    GgufWriter w = t.writer();
+    std::vector<uint8_t> bytes(values.size() * 4);
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    if (type == DType::kF16) bytes.resize(bytes.size() / 2);
+    w.add_tensor("rope_freqs.weight", std::move(shape), type, std::move(bytes));
+    return w;
+  };
+  auto ok = load_writer(with({2}, DType::kF32, {1.0f, 4.0f}), dir);
+  ASSERT_TRUE(ok) << ok.message();
+  const auto& scaling = dynamic_cast<LlamaModel&>(*ok.value()).llama_config().rope_scaling;
+  EXPECT_EQ(scaling.kind, RopeScaling::Kind::kFactors);
+  EXPECT_EQ(scaling.freq_factors, (std::vector<float>{1.0f, 4.0f}));
+  expect_error(load_writer(with({3}, DType::kF32, {1, 1, 1}), dir),
+               {"tensor 'rope_freqs.weight'", "expected shape [2]", "ne[0] 3"});
+  expect_error(load_writer(with({2}, DType::kF16, {1, 1}), dir),
+               {"tensor 'rope_freqs.weight'", "expected type F32, found F16"});
+  expect_error(load_writer(with({2}, DType::kF32, {1.0f, 0.0f}), dir),
+               {"tensor 'rope_freqs.weight'", "factor 1 is 0", "positive finite"});
+  expect_error(load_writer(with({2}, DType::kF32, {NAN, 1.0f}), dir),
+               {"tensor 'rope_freqs.weight'", "factor 0 is nan"});
+  GgufWriter both = with({2}, DType::kF32, {1.0f, 1.0f});
+  both.add_string("llama.rope.scaling.type", "linear");
+  both.add_f32("llama.rope.scaling.factor", 2.0f);
+  expect_error(load_writer(both, dir), {"tensor 'rope_freqs.weight'", "one scaling at a time"});
 }
 
 TEST(GgufModel, RefusesAbsurdHyperparameters) {
