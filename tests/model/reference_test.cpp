@@ -12,6 +12,8 @@
 
 #include "generate/generate.h"
 #include "model/loader.h"
+#include "ops/for_each_target.h"
+#include "ops/matmul_bf16dot.h"
 #include "support/test_support.h"
 
 namespace kvlm {
@@ -38,14 +40,40 @@ class Reference : public ::testing::TestWithParam<ReferenceCase> {
     model_ = std::move(model).value();
   }
   const nlohmann::json& expected() const { return fixture_["models"][GetParam().checkpoint]; }
+  void check_last_logits(double tolerance);
   nlohmann::json fixture_;
   std::vector<std::vector<int32_t>> prompts_;
   std::unique_ptr<Model> model_;
 };
 
+// Largest |logit - reference| over the prompts' last positions, cached and uncached.
 TEST_P(Reference, LastLogitsWithinTolerance) {
-  const double tolerance = fixture_["tolerance"].get<double>();
-  ASSERT_EQ(tolerance, 1e-4);
+  const double fixture_tolerance = fixture_["tolerance"].get<double>();
+  ASSERT_EQ(fixture_tolerance, 1e-4);
+  // BF16 weights on an AVX-512 BF16 machine round each matmul input to bf16 (vdpbf16ps,
+  // ops/matmul_bf16dot.h): measured 0.027 (GPT-2) and 0.015 (Llama) here. The widening
+  // kernels, which keep fp32 inputs, are held to the fixture's 1e-4 on a narrower target.
+  const bool bf16_dot =
+      std::string(GetParam().name).find("bf16") != std::string::npos && bf16_dot_active();
+  const std::vector<SimdTarget> targets = available_simd_targets();
+  for (bool dot : {false, true}) {
+    if (dot && !bf16_dot) break;
+    const double tolerance = dot ? 0.05 : fixture_tolerance;
+    int64_t pin = 0;
+    if (bf16_dot && !dot)
+      for (const SimdTarget& t : targets)
+        if (!t.bf16_dot) {
+          pin = t.id;
+          break;
+        }
+    if (bf16_dot && !dot && pin == 0) continue;
+    PinnedTarget pinned(SimdTarget{pin, "", false, false});
+    SCOPED_TRACE(dot ? "vdpbf16ps" : "widening kernels");
+    check_last_logits(tolerance);
+  }
+}
+
+void Reference::check_last_logits(double tolerance) {
   const auto& want = expected()["last_logits"];
   for (bool cached : {true, false}) {
     auto logits = last_logits(*model_, prompts_, cached, Parallel{2});

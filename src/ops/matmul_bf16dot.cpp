@@ -1,0 +1,112 @@
+// The AVX-512 BF16 matmul's run-time switch and its scalar reference (the kernels themselves
+// are in matmul_bf16dot_x86.cpp). See matmul_bf16dot.h for the numerics both follow.
+#include "ops/matmul_bf16dot.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "ops/dispatch.h"
+#include "ops/dtype.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace kvlm {
+
+namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+bool detect_avx512_bf16() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  const bool f = b & (1u << 16), bw = b & (1u << 30), vl = b & (1u << 31);
+  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+  const bool bf16 = a & (1u << 5);
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE
+  unsigned lo, hi;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  const bool os_saves_zmm = (lo & 0xe6) == 0xe6;  // XMM, YMM, opmask, ZMM_Hi256, Hi16_ZMM
+  return f && bw && vl && bf16 && os_saves_zmm;
+}
+#else
+bool detect_avx512_bf16() {
+  return false;
+}
+#endif
+
+float bits_to_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Denormals read as (or flushed to) a zero of their sign, as the instruction does.
+float flush_denormal(float f) {
+  return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f;
+}
+
+}  // namespace
+
+bool cpu_has_avx512_bf16() {
+  static const bool has = detect_avx512_bf16();  // a fact about the machine, read once
+  return has;
+}
+
+bool bf16_dot_active() {
+  return cpu_has_avx512_bf16() && simd_target_is_avx512(active_simd_target_id());
+}
+
+uint16_t bf16_dot_round(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) == 0) return static_cast<uint16_t>((u >> 16) & 0x8000u);  // 0, denormal
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float bf16_dot2(float acc, uint16_t x0, uint16_t x1, uint16_t w0, uint16_t w1) {
+  auto widen = [](uint16_t h) {
+    return flush_denormal(bits_to_float(static_cast<uint32_t>(h) << 16));
+  };
+  float t = flush_denormal(std::fma(widen(x1), widen(w1), flush_denormal(acc)));
+  return flush_denormal(std::fma(widen(x0), widen(w0), t));
+}
+
+void matmul_bf16dot_reference(float* out, const float* x, const WeightMatrix& w, const float* bias,
+                              int n_rows) {
+  const uint16_t* wb = static_cast<const uint16_t*>(w.data);
+  const int I = w.n_in, O = w.n_out;
+  auto xb = [&](int r, int i) -> uint16_t {
+    return i < I ? bf16_dot_round(x[static_cast<size_t>(r) * I + i]) : 0;
+  };
+  auto wat = [&](int i, int o) -> uint16_t {
+    if (i >= I) return 0;
+    return w.layout == WeightLayout::kInOut ? wb[static_cast<size_t>(i) * O + o]
+                                            : wb[static_cast<size_t>(o) * I + i];
+  };
+  for (int r = 0; r < n_rows; ++r)
+    for (int o = 0; o < O; ++o) {
+      float sum;
+      if (w.layout == WeightLayout::kInOut) {
+        sum = 0.0f;
+        for (int i = 0; i < I; i += 2)
+          sum = bf16_dot2(sum, xb(r, i), xb(r, i + 1), wat(i, o), wat(i + 1, o));
+      } else {
+        float s[16] = {};
+        for (int c = 0; c < I; c += 32)
+          for (int l = 0; l < 16; ++l) {
+            const int i = c + 2 * l;
+            s[l] = bf16_dot2(s[l], xb(r, i), xb(r, i + 1), wat(i, o), wat(i + 1, o));
+          }
+        float t[8], u[4];
+        for (int l = 0; l < 8; ++l) t[l] = s[l] + s[l + 8];
+        for (int l = 0; l < 4; ++l) u[l] = t[l] + t[l + 4];
+        sum = (u[0] + u[2]) + (u[1] + u[3]);
+      }
+      out[static_cast<size_t>(r) * O + o] = bias ? sum + bias[o] : sum;
+    }
+}
+
+}  // namespace kvlm

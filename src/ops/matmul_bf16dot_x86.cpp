@@ -1,0 +1,348 @@
+// The AVX-512 BF16 kernels behind matmul_bf16dot_forward (numerics: matmul_bf16dot.h).
+//
+// Highway 1.0 (Debian 12) has no target with AVX512_BF16, so these functions carry the
+// instruction set in a target attribute and run only where cpu_has_avx512_bf16() says so.
+// vdpbf16ps multiplies PAIRS of bf16 along the reduction: lane o of the accumulator takes
+// x[2p] * W[2p][o] and x[2p+1] * W[2p+1][o]. So
+//   kInOut (W [I, O]): x is packed as 32-bit pairs (x[2p], x[2p+1]) and broadcast; the weight
+//     rows 2p and 2p+1 are interleaved into (W[2p][o], W[2p+1][o]) pairs, either once per
+//     cache block into a packed panel (tiled: prefill, 8 rows x 48 columns per register tile)
+//     or in registers as they are read (row stream: few rows, weights read in place);
+//   kOutIn (W [O, I]): a weight row already holds its pairs; x rows are rounded to bf16 one
+//     32-element chunk at a time and each output is a 16-lane chain reduced at the end.
+// Every variant runs each output's chain over the pairs in increasing order from zero (a chain
+// stored to `out` between cache blocks and loaded back is the same chain), so the variant, the
+// row count and the thread count never change a bit.
+//
+// OpenMP regions only call HWY_NOINLINE-style functions carrying the target attribute (an
+// outlined region body would not get it).
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/matmul_bf16dot.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#define KVLM_BF16DOT_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+#define KVLM_BF16DOT_NOINLINE __attribute__((noinline)) KVLM_BF16DOT_TARGET
+#define KVLM_BF16DOT_INLINE inline __attribute__((always_inline)) KVLM_BF16DOT_TARGET
+
+namespace kvlm {
+namespace {
+
+constexpr size_t kLanes = 16;  // fp32 lanes of a zmm register, = bf16 pairs
+
+// kInOut tiled (prefill). The packed x block (144 rows x 192 pairs, 108 KB) stays in L2, the
+// weight panel (192 pairs x 48 columns, 36 KB) in L1 and L2; both on the thread's stack.
+constexpr int kTileRows = 8;
+constexpr int kTileVecs = 3;
+constexpr size_t kTileCols = kTileVecs * kLanes;
+constexpr size_t kBlockPairs = 192;
+constexpr size_t kBlockRows = 144;
+static_assert(kBlockRows % kTileRows == 0, "row blocks are whole tiles");
+
+// kInOut row stream (few rows): x pairs packed per block of this many pairs.
+constexpr size_t kStreamPairs = 1024;
+constexpr int kStreamMaxRows = 8;
+
+KVLM_BF16DOT_INLINE __mmask16 Mask16(size_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+KVLM_BF16DOT_INLINE __mmask32 Mask32(size_t n) {
+  return n >= 32 ? static_cast<__mmask32>(0xffffffffu) : static_cast<__mmask32>((1u << n) - 1);
+}
+
+// Lane j of the result takes element j / 2 of the first (j even) or second (j odd) operand.
+KVLM_BF16DOT_INLINE __m512i InterleaveIndex() {
+  alignas(64) static const uint16_t kIndex[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                                  37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                                  11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  return _mm512_load_si512(kIndex);
+}
+
+// (r0[c], r1[c]) pairs for columns c < n (at most 16); r1 null (past the last row) reads 0.
+KVLM_BF16DOT_INLINE __m512i PairUp(const uint16_t* r0, const uint16_t* r1, size_t n,
+                                   __m512i index) {
+  const __mmask32 m = Mask32(std::min<size_t>(n, kLanes));
+  const __m512i a = _mm512_maskz_loadu_epi16(m, r0);
+  const __m512i b = r1 ? _mm512_maskz_loadu_epi16(m, r1) : _mm512_setzero_si512();
+  return _mm512_permutex2var_epi16(a, index, b);
+}
+
+// a[(r / S) * pc * S + p * S + r % S] = (bf16(x[r][2(p0+p)]), bf16(x[r][2(p0+p)+1])): rows of
+// x packed as bf16 pairs in tiles of S rows; rows `rows`..S*ceil(rows/S)-1 and x past n_in: 0.
+KVLM_BF16DOT_NOINLINE void PackRowPairs(uint32_t* a, size_t S, const float* x, size_t n_in,
+                                        size_t rows, size_t p0, size_t pc) {
+  const size_t padded = (rows + S - 1) / S * S;
+  alignas(64) uint32_t pairs[kLanes];
+  for (size_t r = 0; r < padded; ++r) {
+    uint32_t* dst = a + (r / S) * pc * S + r % S;
+    if (r >= rows) {
+      for (size_t p = 0; p < pc; ++p) dst[p * S] = 0;
+      continue;
+    }
+    const float* src = x + r * n_in;
+    for (size_t p = 0; p < pc; p += kLanes) {
+      const size_t i = 2 * (p0 + p);
+      const size_t n = std::min<size_t>(2 * kLanes, n_in - std::min(n_in, i));
+      const __m512 lo = _mm512_maskz_loadu_ps(Mask16(n), src + i);
+      const __m512 hi =
+          _mm512_maskz_loadu_ps(Mask16(n > kLanes ? n - kLanes : 0), src + i + kLanes);
+      _mm512_store_si512(pairs, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+      for (size_t k = 0; k < kLanes && p + k < pc; ++k) dst[(p + k) * S] = pairs[k];
+    }
+  }
+}
+
+// p[q][c] = (W[2(p0+q)][col+c], W[2(p0+q)+1][col+c]) for q < pc, c < kTileCols; 0 past the
+// matrix.
+KVLM_BF16DOT_NOINLINE void PackPanel(uint32_t* p, const uint16_t* w, size_t n_in, size_t n_out,
+                                     size_t p0, size_t pc, size_t col, size_t n_cols) {
+  const __m512i index = InterleaveIndex();
+  for (size_t q = 0; q < pc; ++q) {
+    const size_t i = 2 * (p0 + q);
+    const uint16_t* r0 = w + i * n_out + col;
+    const uint16_t* r1 = i + 1 < n_in ? r0 + n_out : nullptr;
+    for (int v = 0; v < kTileVecs; ++v) {
+      const size_t c = v * kLanes;
+      const size_t n = c < n_cols ? n_cols - c : 0;
+      _mm512_store_si512(p + q * kTileCols + c, n ? PairUp(r0 + c, r1 ? r1 + c : nullptr, n, index)
+                                                  : _mm512_setzero_si512());
+    }
+  }
+}
+
+// Where a tile's weight pairs come from: the packed panel, or the matrix read in place.
+struct PanelPairs {
+  const uint32_t* p;
+  KVLM_BF16DOT_INLINE __m512i operator()(size_t q, int v) const {
+    return _mm512_load_si512(p + q * kTileCols + v * kLanes);
+  }
+};
+
+struct InPlacePairs {
+  const uint16_t* w;        // W[2 * p0][col]
+  size_t n_out, n_in_rows;  // rows of W from 2 * p0 on
+  size_t n_cols;
+  __m512i index;
+  KVLM_BF16DOT_INLINE __m512i operator()(size_t q, int v) const {
+    const size_t c = v * kLanes;
+    if (c >= n_cols) return _mm512_setzero_si512();
+    const uint16_t* r0 = w + 2 * q * n_out + c;
+    return PairUp(r0, 2 * q + 1 < n_in_rows ? r0 + n_out : nullptr, n_cols - c, index);
+  }
+};
+
+// out[0, rows) x [col, col + n_cols): pc more pairs of each chain. a: [pc][R] x pairs.
+// `first`: chains start at zero (else continue from out); `last`: bias added as they are stored.
+template <int R, int V, typename Pairs>
+KVLM_BF16DOT_INLINE void Tile(float* out, size_t n_out, const uint32_t* a, const Pairs& pairs,
+                              size_t pc, const float* bias, bool first, bool last, size_t rows,
+                              size_t col, size_t n_cols) {
+  __m512 acc[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) {
+      const size_t c = v * kLanes;
+      acc[r][v] = first || static_cast<size_t>(r) >= rows || c >= n_cols
+                      ? _mm512_setzero_ps()
+                      : _mm512_maskz_loadu_ps(Mask16(n_cols - c), out + r * n_out + col + c);
+    }
+  for (size_t q = 0; q < pc; ++q) {
+    __m512i wv[V];
+    for (int v = 0; v < V; ++v) wv[v] = pairs(q, v);
+    for (int r = 0; r < R; ++r) {
+      const __m512bh xb = reinterpret_cast<__m512bh>(_mm512_set1_epi32(a[q * R + r]));
+      for (int v = 0; v < V; ++v)
+        acc[r][v] = _mm512_dpbf16_ps(acc[r][v], xb, reinterpret_cast<__m512bh>(wv[v]));
+    }
+  }
+  for (int r = 0; r < R && static_cast<size_t>(r) < rows; ++r)
+    for (int v = 0; v < V; ++v) {
+      const size_t c = v * kLanes;
+      if (c >= n_cols) break;
+      const __mmask16 m = Mask16(n_cols - c);
+      __m512 sum = acc[r][v];
+      if (last && bias) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(m, bias + col + c));
+      _mm512_mask_storeu_ps(out + r * n_out + col + c, m, sum);
+    }
+}
+
+// kInOut tiled, thread t of nt: a contiguous range of 48-column strips, all rows.
+KVLM_BF16DOT_NOINLINE void InOutTiledThread(float* out, const float* x, const uint16_t* w,
+                                            const float* bias, size_t n_rows, size_t n_in,
+                                            size_t n_out, size_t t, size_t nt) {
+  const size_t n_strips = (n_out + kTileCols - 1) / kTileCols;
+  const size_t s0 = n_strips * t / nt, s1 = n_strips * (t + 1) / nt;
+  if (s0 == s1) return;
+  const size_t n_pairs = (n_in + 1) / 2;
+  alignas(64) uint32_t a[kBlockRows * kBlockPairs];
+  alignas(64) uint32_t p[kBlockPairs * kTileCols];
+  for (size_t r0 = 0; r0 < n_rows; r0 += kBlockRows) {
+    const size_t rows = std::min(kBlockRows, n_rows - r0);
+    // n_in == 0 still takes one (empty) block, which stores the bias.
+    for (size_t p0 = 0; p0 < n_pairs || p0 == 0; p0 += kBlockPairs) {
+      const size_t pc = std::min(kBlockPairs, n_pairs - p0);
+      const bool first = p0 == 0, last = p0 + kBlockPairs >= n_pairs;
+      PackRowPairs(a, kTileRows, x + r0 * n_in, n_in, rows, p0, pc);
+      for (size_t s = s0; s < s1; ++s) {
+        const size_t col = s * kTileCols, n_cols = std::min(kTileCols, n_out - col);
+        PackPanel(p, w, n_in, n_out, p0, pc, col, n_cols);
+        for (size_t tr = 0; tr < rows; tr += kTileRows)
+          Tile<kTileRows, kTileVecs>(out + (r0 + tr) * n_out, n_out, a + tr * pc, PanelPairs{p}, pc,
+                                     bias, first, last, std::min<size_t>(kTileRows, rows - tr), col,
+                                     n_cols);
+      }
+      if (n_pairs == 0) break;
+    }
+  }
+}
+
+// kInOut row stream, thread t of nt, R rows: a contiguous range of 16-column vectors, read in
+// chunks of V vectors whose accumulators stay in registers over a block of kStreamPairs.
+template <int R>
+KVLM_BF16DOT_NOINLINE void InOutStreamThread(float* out, const float* x, const uint16_t* w,
+                                             const float* bias, size_t n_in, size_t n_out, size_t t,
+                                             size_t nt) {
+  constexpr int V = R <= 3 ? 8 : R <= 5 ? 4 : 3;
+  constexpr size_t kChunk = V * kLanes;
+  const size_t n_vecs = (n_out + kLanes - 1) / kLanes;
+  const size_t c0 = n_vecs * t / nt * kLanes;
+  const size_t c1 = std::min(n_out, n_vecs * (t + 1) / nt * kLanes);
+  if (c0 >= c1) return;
+  const size_t n_pairs = (n_in + 1) / 2;
+  const __m512i index = InterleaveIndex();
+  alignas(64) uint32_t a[R * kStreamPairs];
+  for (size_t p0 = 0; p0 < n_pairs || p0 == 0; p0 += kStreamPairs) {
+    const size_t pc = std::min(kStreamPairs, n_pairs - p0);
+    const bool first = p0 == 0, last = p0 + kStreamPairs >= n_pairs;
+    PackRowPairs(a, R, x, n_in, R, p0, pc);
+    for (size_t col = c0; col < c1; col += kChunk) {
+      const size_t n_cols = std::min(kChunk, c1 - col);
+      const InPlacePairs pairs{w + 2 * p0 * n_out + col, n_out, n_in - std::min(n_in, 2 * p0),
+                               n_cols, index};
+      Tile<R, V>(out, n_out, a, pairs, pc, bias, first, last, R, col, n_cols);
+    }
+    if (n_pairs == 0) break;
+  }
+}
+
+// kOutIn: outputs [o0, o0 + RO) for rows [0, rows) (rows <= RR), each a 16-lane chain over
+// 32-element chunks, reduced as matmul_bf16dot.h states.
+template <int RO, int RR>
+KVLM_BF16DOT_INLINE void OutInTile(float* out, size_t n_out, const float* x, size_t n_in,
+                                   const uint16_t* w, const float* bias, size_t rows) {
+  __m512 acc[RR][RO];
+  for (int r = 0; r < RR; ++r)
+    for (int o = 0; o < RO; ++o) acc[r][o] = _mm512_setzero_ps();
+  for (size_t c = 0; c < n_in; c += 2 * kLanes) {
+    const size_t n = std::min(2 * kLanes, n_in - c);
+    const __mmask16 mlo = Mask16(n), mhi = Mask16(n > kLanes ? n - kLanes : 0);
+    __m512bh xv[RR];
+    for (int r = 0; r < RR; ++r) {
+      const float* xr = x + std::min<size_t>(r, rows - 1) * n_in + c;  // pad rows: any row
+      xv[r] = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(mhi, xr + kLanes),
+                                  _mm512_maskz_loadu_ps(mlo, xr));
+    }
+    const __mmask32 mw = Mask32(n);
+    for (int o = 0; o < RO; ++o) {
+      const __m512bh wv =
+          reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(mw, w + o * n_in + c));
+      for (int r = 0; r < RR; ++r) acc[r][o] = _mm512_dpbf16_ps(acc[r][o], xv[r], wv);
+    }
+  }
+  for (int r = 0; r < RR && static_cast<size_t>(r) < rows; ++r)
+    for (int o = 0; o < RO; ++o) {
+      const __m512 s = acc[r][o];
+      const __m256 t = _mm256_add_ps(_mm512_extractf32x8_ps(s, 0), _mm512_extractf32x8_ps(s, 1));
+      const __m128 u = _mm_add_ps(_mm256_extractf128_ps(t, 0), _mm256_extractf128_ps(t, 1));
+      const __m128 v = _mm_add_ps(u, _mm_movehl_ps(u, u));  // u0 + u2, u1 + u3
+      float sum = _mm_cvtss_f32(v) + _mm_cvtss_f32(_mm_shuffle_ps(v, v, 1));
+      if (bias) sum += bias[o];
+      out[r * n_out + o] = sum;
+    }
+}
+
+// kOutIn output tile t (RO outputs, fewer at the end), all rows in groups of RR.
+template <int RO, int RR>
+KVLM_BF16DOT_NOINLINE void OutInOutputTile(float* out, const float* x, const uint16_t* w,
+                                           const float* bias, size_t n_rows, size_t n_in,
+                                           size_t n_out, size_t t) {
+  const size_t o0 = t * RO;
+  for (size_t r0 = 0; r0 < n_rows; r0 += RR) {
+    const size_t rows = std::min<size_t>(RR, n_rows - r0);
+    float* o = out + r0 * n_out;
+    const float* xr = x + r0 * n_in;
+    if (o0 + RO <= n_out) {
+      OutInTile<RO, RR>(o + o0, n_out, xr, n_in, w + o0 * n_in, bias ? bias + o0 : nullptr, rows);
+    } else {
+      for (size_t k = o0; k < n_out; ++k)
+        OutInTile<1, RR>(o + k, n_out, xr, n_in, w + k * n_in, bias ? bias + k : nullptr, rows);
+    }
+  }
+}
+
+template <int RO, int RR>
+void OutInAll(float* out, const float* x, const uint16_t* w, const float* bias, size_t n_rows,
+              size_t n_in, size_t n_out, int n_threads) {
+  const size_t n_tiles = (n_out + RO - 1) / RO;
+#pragma omp parallel for num_threads(n_threads) schedule(static)
+  for (size_t t = 0; t < n_tiles; ++t)
+    OutInOutputTile<RO, RR>(out, x, w, bias, n_rows, n_in, n_out, t);
+}
+
+using StreamFn = void (*)(float*, const float*, const uint16_t*, const float*, size_t, size_t,
+                          size_t, size_t);
+constexpr StreamFn kStreamFns[kStreamMaxRows] = {
+    InOutStreamThread<1>, InOutStreamThread<2>, InOutStreamThread<3>, InOutStreamThread<4>,
+    InOutStreamThread<5>, InOutStreamThread<6>, InOutStreamThread<7>, InOutStreamThread<8>};
+
+}  // namespace
+
+void matmul_bf16dot_forward(float* out, const float* x, const WeightMatrix& w, const float* bias,
+                            int n_rows, const Parallel& par, MatmulPath path) {
+  if (n_rows <= 0 || w.n_out <= 0) return;
+  const int n_threads = std::max(par.n_threads, 1);
+  const size_t T = n_rows, I = w.n_in, O = w.n_out;
+  const uint16_t* wb = static_cast<const uint16_t*>(w.data);
+  if (w.layout == WeightLayout::kOutIn) {
+    if (T == 1) {
+      OutInAll<8, 1>(out, x, wb, bias, T, I, O, n_threads);
+    } else {
+      OutInAll<4, 4>(out, x, wb, bias, T, I, O, n_threads);
+    }
+    return;
+  }
+  if (path == MatmulPath::kAuto)
+    path = T <= static_cast<size_t>(kStreamMaxRows) ? MatmulPath::kRowStream : MatmulPath::kTiled;
+  if (path == MatmulPath::kTiled) {
+#pragma omp parallel num_threads(n_threads)
+    InOutTiledThread(out, x, wb, bias, T, I, O, omp_get_thread_num(), omp_get_num_threads());
+    return;
+  }
+  for (size_t r = 0; r < T; r += kStreamMaxRows) {
+    const StreamFn fn = kStreamFns[std::min<size_t>(kStreamMaxRows, T - r) - 1];
+    float* o = out + r * O;
+    const float* xr = x + r * I;
+#pragma omp parallel num_threads(n_threads)
+    fn(o, xr, wb, bias, I, O, omp_get_thread_num(), omp_get_num_threads());
+  }
+}
+
+}  // namespace kvlm
+
+#else  // no x86 AVX-512 code here: the reference gives the same bits (never called in practice)
+
+namespace kvlm {
+
+void matmul_bf16dot_forward(float* out, const float* x, const WeightMatrix& w, const float* bias,
+                            int n_rows, const Parallel&, MatmulPath) {
+  matmul_bf16dot_reference(out, x, w, bias, n_rows);
+}
+
+}  // namespace kvlm
+
+#endif
