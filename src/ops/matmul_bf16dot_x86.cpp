@@ -35,13 +35,15 @@ namespace {
 
 constexpr size_t kLanes = 16;  // fp32 lanes of a zmm register, = bf16 pairs
 
-// kInOut tiled (prefill). The packed x block (144 rows x 192 pairs, 108 KB) stays in L2, the
-// weight panel (192 pairs x 48 columns, 36 KB) in L1 and L2; both on the thread's stack.
+// kInOut tiled (prefill). The packed x block (96 rows x 512 pairs, 192 KB) and the weight
+// panel (512 pairs x 48 columns, 96 KB) stay in L2, on the thread's stack. Long reduction
+// blocks keep the block of `out` a thread revisits small (GPT-2's 768-input matrices take one
+// block, so each output is stored once).
 constexpr int kTileRows = 8;
 constexpr int kTileVecs = 3;
 constexpr size_t kTileCols = kTileVecs * kLanes;
-constexpr size_t kBlockPairs = 192;
-constexpr size_t kBlockRows = 144;
+constexpr size_t kBlockPairs = 512;
+constexpr size_t kBlockRows = 96;
 static_assert(kBlockRows % kTileRows == 0, "row blocks are whole tiles");
 
 // kInOut row stream (few rows): x pairs packed per block of this many pairs.
