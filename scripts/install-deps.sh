@@ -6,6 +6,7 @@ packages=(cmake g++ make pkg-config git
           nlohmann-json3-dev libcli11-dev libpcre2-dev libhwy-dev
           libgtest-dev libgmock-dev libbenchmark-dev
           libcpp-httplib-dev  # kvlm serve's HTTP library
+          python3  # scripts/compare_table.py (scripts/compare.sh's table) and its test
           clang libclang-rt-14-dev libomp-dev)  # clang builds; libFuzzer + sanitizer runtimes
 missing=()
 for p in "${packages[@]}"; do

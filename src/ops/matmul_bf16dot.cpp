@@ -2,6 +2,7 @@
 // are in matmul_bf16dot_x86.cpp). See matmul_bf16dot.h for the numerics both follow.
 #include "ops/matmul_bf16dot.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -35,6 +36,9 @@ bool detect_avx512_bf16() {
 }
 #endif
 
+// The process-wide switch of set_bf16_dot_enabled, as pin_simd_target is for targets.
+std::atomic<bool> g_bf16_dot_enabled{true};
+
 float bits_to_float(uint32_t u) {
   float f;
   std::memcpy(&f, &u, 4);
@@ -54,7 +58,12 @@ bool cpu_has_avx512_bf16() {
 }
 
 bool bf16_dot_active() {
-  return cpu_has_avx512_bf16() && simd_target_is_avx512(active_simd_target_id());
+  return g_bf16_dot_enabled.load(std::memory_order_relaxed) && cpu_has_avx512_bf16() &&
+         simd_target_is_avx512(active_simd_target_id());
+}
+
+void set_bf16_dot_enabled(bool enabled) {
+  g_bf16_dot_enabled.store(enabled, std::memory_order_relaxed);
 }
 
 uint16_t bf16_dot_round(float x) {

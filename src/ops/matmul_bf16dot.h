@@ -40,9 +40,14 @@ namespace kvlm {
 // True when this CPU has AVX512_BF16 (and the OS saves AVX-512 state).
 bool cpu_has_avx512_bf16();
 
-// True when matmul_forward sends BF16 weights here: the CPU has AVX512_BF16 and the kernels
-// dispatch to an AVX-512 target now.
+// True when matmul_forward sends BF16 weights here: the CPU has AVX512_BF16, the kernels
+// dispatch to an AVX-512 target now, and set_bf16_dot_enabled(false) was not called.
 bool bf16_dot_active();
+
+// Turns the path off (false) or back on for the whole process: BF16 weights then go through
+// the widening kernels, whose fp32 activations agree with F32 more closely (docs/performance.md).
+// `kvlm` calls it for KVLM_BF16_DOT=0. Not thread-safe: call it while no kernel is running.
+void set_bf16_dot_enabled(bool enabled);
 
 // out [T, O] = x [T, I] @ W + bias, W BF16 (either layout), in the order stated above.
 // Requires cpu_has_avx512_bf16(). `path` picks the kInOut variant (kRowStream: few rows,

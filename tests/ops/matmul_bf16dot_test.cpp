@@ -234,6 +234,14 @@ TEST(MatmulBf16DotTest, MatmulForwardUsesItOnAvx512TargetsOnly) {
       const bool same_as_model =
           std::memcmp(together.data(), model.data(), together.size() * 4) == 0;
       EXPECT_EQ(same_as_model, target.bf16_dot);
+      // Switched off, BF16 takes the widening kernels again.
+      set_bf16_dot_enabled(false);
+      EXPECT_FALSE(bf16_dot_active());
+      std::vector<float> widening(together.size());
+      matmul_forward(widening.data(), x.data(), m.view, nullptr, n_rows, Parallel{2});
+      set_bf16_dot_enabled(true);
+      EXPECT_EQ(std::memcmp(widening.data(), together.data(), together.size() * 4) == 0,
+                !target.bf16_dot);
       for (int r = 0; r < n_rows; ++r) {
         std::vector<float> alone(n_out);
         matmul_forward(alone.data(), x.data() + r * n_in, m.view, nullptr, 1, Parallel{1});

@@ -2,13 +2,19 @@
 // every error from the library arrives here as a Status and becomes a message on standard
 // error and a non-zero exit.
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <string>
 
 #include "commands.h"
 #include "openmp_wait.h"
+#include "ops/matmul_bf16dot.h"
 
 int main(int argc, char** argv) {
   kvlm::cli::set_openmp_wait_and_reexec(argv);
+  // KVLM_BF16_DOT=0: BF16 weights keep fp32 activations (no vdpbf16ps; docs/performance.md).
+  if (const char* dot = std::getenv("KVLM_BF16_DOT"); dot != nullptr && std::string(dot) == "0")
+    kvlm::set_bf16_dot_enabled(false);
   CLI::App app{
       "kvlm: transformer inference built around its KV cache (GPT-2 from Hugging Face folders).\n"
       "Run 'kvlm CMD --help' for a command's flags."};
