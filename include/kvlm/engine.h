@@ -92,7 +92,10 @@ struct Request {
   std::vector<std::string> stop;  // stop strings (the stop text is not part of the output)
   std::vector<int32_t> stop_ids;  // more ids that end the sequence, beside the model's own
   bool ignore_eos = false;        // the model's end ids do not stop it (stop_ids still do)
-  int logprobs = 0;               // 0..20: top alternatives reported with each token
+  // Log-probabilities of each new token (from the raw model distribution): unset, none; 0, the
+  // chosen token's only (OpenAI's logprobs: true, top_logprobs: 0); n in 1..20, with the n most
+  // likely alternatives too.
+  std::optional<int> logprobs;
 };
 
 enum class FinishReason { kNone, kLength, kEos, kStop, kCancelled, kError };

@@ -9,9 +9,9 @@ namespace kvlm {
 Result<GenerationState> GenerationState::create(const LoadedModel& model, const Request& request) {
   GenerationState s;
   KVLM_ASSIGN_OR_RETURN(s.chain_, SamplerChain::from_params(request.sampling));
-  if (request.logprobs < 0 || request.logprobs > 20)
+  if (request.logprobs && (*request.logprobs < 0 || *request.logprobs > 20))
     return Status::error("logprobs must be between 0 and 20, found " +
-                         std::to_string(request.logprobs));
+                         std::to_string(*request.logprobs));
   if (request.max_new_tokens < 1)
     return Status::error("max_new_tokens must be at least 1, found " +
                          std::to_string(request.max_new_tokens));
@@ -49,8 +49,8 @@ Event GenerationState::next(std::span<const float> logits, const TokenHistory& h
   }
   event.token = token.value();
   ++n_generated_;
-  if (n_logprobs_ > 0) {
-    auto info = token_logprobs(logits, event.token, n_logprobs_);
+  if (n_logprobs_) {
+    auto info = token_logprobs(logits, event.token, static_cast<size_t>(*n_logprobs_));
     if (info) event.logprobs = std::move(info.value());
   }
   if (is_end(event.token)) {

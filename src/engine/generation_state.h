@@ -45,8 +45,8 @@ class GenerationState {
   std::optional<TextStream> text_;
   std::vector<int32_t> end_ids_;
   int max_new_ = 0;
-  int n_logprobs_ = 0;
-  bool drop_end_token_ = false;  // run.c: the BOS that ends a run is not part of it
+  std::optional<int> n_logprobs_;  // Request::logprobs
+  bool drop_end_token_ = false;    // run.c: the BOS that ends a run is not part of it
   int n_generated_ = 0;
   bool finished_ = false;
   std::vector<int32_t> kept_;

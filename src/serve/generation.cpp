@@ -133,8 +133,7 @@ ApiResult<Prepared> prepare(const GenerationContext& ctx, const HttpRequest& htt
         r.stop_ids = ctx.chat_stop_ids;
         r.stop.insert(r.stop.end(), ctx.chat_stop_text.begin(), ctx.chat_stop_text.end());
       }
-      // The engine reports log-probabilities only with alternatives; 0 asked shows none.
-      r.logprobs = p.logprobs < 0 ? 0 : std::max(1, p.logprobs);
+      if (p.logprobs >= 0) r.logprobs = p.logprobs;  // 0: the chosen token's logprob only
       out.requests.push_back(std::move(r));
     }
   }

@@ -17,12 +17,8 @@ Json finish_json(FinishReason finish) {
   return name ? Json(name) : Json(nullptr);
 }
 
-size_t shown(const LogprobInfo& info, int top_n) {
-  return std::min(info.top.size(), static_cast<size_t>(std::max(top_n, 0)));
-}
-
 // Completions' legacy shape: parallel arrays, top_logprobs as {token text: logprob} objects.
-Json completion_logprobs(const std::vector<LogprobInfo>& infos, int top_n, size_t first_offset,
+Json completion_logprobs(const std::vector<LogprobInfo>& infos, size_t first_offset,
                          const TokenText& token_text) {
   Json tokens = Json::array(), token_logprobs = Json::array(), top = Json::array(),
        offsets = Json::array();
@@ -32,7 +28,7 @@ Json completion_logprobs(const std::vector<LogprobInfo>& infos, int top_n, size_
     tokens.push_back(text);
     token_logprobs.push_back(info.chosen.logprob);
     Json alternatives = Json::object();
-    for (size_t i = 0; i < shown(info, top_n); ++i) {
+    for (size_t i = 0; i < info.top.size(); ++i) {  // as many as asked for
       alternatives[token_text(info.top[i].id)] = info.top[i].logprob;
     }
     top.push_back(std::move(alternatives));
@@ -53,12 +49,12 @@ Json chat_token(int32_t id, float logprob, const TokenText& token_text) {
 }
 
 // Chat's shape: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}.
-Json chat_logprobs(const std::vector<LogprobInfo>& infos, int top_n, const TokenText& token_text) {
+Json chat_logprobs(const std::vector<LogprobInfo>& infos, const TokenText& token_text) {
   Json content = Json::array();
   for (const LogprobInfo& info : infos) {
     Json entry = chat_token(info.chosen.id, info.chosen.logprob, token_text);
     Json top = Json::array();
-    for (size_t i = 0; i < shown(info, top_n); ++i) {
+    for (size_t i = 0; i < info.top.size(); ++i) {  // as many as asked for
       top.push_back(chat_token(info.top[i].id, info.top[i].logprob, token_text));
     }
     entry["top_logprobs"] = std::move(top);
@@ -94,8 +90,8 @@ Json completion_body(const ResponseMeta& meta, const std::vector<ChoiceOutput>& 
     list.push_back(
         {{"index", i},
          {"text", c.text},
-         {"logprobs", top_n < 0 ? Json(nullptr)
-                                : completion_logprobs(c.logprobs, top_n, c.echo_bytes, token_text)},
+         {"logprobs",
+          top_n < 0 ? Json(nullptr) : completion_logprobs(c.logprobs, c.echo_bytes, token_text)},
          {"finish_reason", finish_json(c.finish)}});
   }
   return {{"id", meta.id},
@@ -112,11 +108,10 @@ Json chat_body(const ResponseMeta& meta, const std::vector<ChoiceOutput>& choice
   Json list = Json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     const ChoiceOutput& c = choices[i];
-    list.push_back(
-        {{"index", i},
-         {"message", {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}}},
-         {"logprobs", top_n < 0 ? Json(nullptr) : chat_logprobs(c.logprobs, top_n, token_text)},
-         {"finish_reason", finish_json(c.finish)}});
+    list.push_back({{"index", i},
+                    {"message", {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}}},
+                    {"logprobs", top_n < 0 ? Json(nullptr) : chat_logprobs(c.logprobs, token_text)},
+                    {"finish_reason", finish_json(c.finish)}});
   }
   return {{"id", meta.id},
           {"object", "chat.completion"},
@@ -132,7 +127,7 @@ Json completion_chunk(const ResponseMeta& meta, int index, const std::string& te
                       FinishReason finish, const TokenText& token_text) {
   Json logprobs = nullptr;
   if (logprob != nullptr && top_n >= 0) {
-    logprobs = completion_logprobs({*logprob}, top_n, text_offset, token_text);
+    logprobs = completion_logprobs({*logprob}, text_offset, token_text);
   }
   Json choice = {{"index", index},
                  {"text", text},
@@ -150,7 +145,7 @@ Json chat_chunk(const ResponseMeta& meta, int index, const std::string& role,
   if (!role.empty()) delta["role"] = role;
   if (!content.empty() || !role.empty()) delta["content"] = content;
   Json logprobs = nullptr;
-  if (logprob != nullptr && top_n >= 0) logprobs = chat_logprobs({*logprob}, top_n, token_text);
+  if (logprob != nullptr && top_n >= 0) logprobs = chat_logprobs({*logprob}, token_text);
   Json choice = {{"index", index},
                  {"delta", delta},
                  {"logprobs", logprobs},

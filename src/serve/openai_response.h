@@ -39,7 +39,8 @@ struct Usage {
   int64_t completion_tokens = 0;
 };
 
-// `top_n`: alternatives per token (-1: no logprobs in the answer).
+// `top_n`: -1, no logprobs in the answer; 0..20, each token's logprob with the alternatives the
+// engine reported (Request::logprobs = top_n gives exactly that many).
 Json completion_body(const ResponseMeta& meta, const std::vector<ChoiceOutput>& choices,
                      const Usage& usage, int top_n, const TokenText& token_text);
 Json chat_body(const ResponseMeta& meta, const std::vector<ChoiceOutput>& choices,

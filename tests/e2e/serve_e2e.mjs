@@ -291,6 +291,12 @@ check("chat (Llama 2 template): auth, whole, streamed == whole", async () => {
   const lp = await c.chat.completions.create({ ...req, logprobs: true, top_logprobs: 3 });
   assert.equal(lp.choices[0].message.content, whole.choices[0].message.content);
   assert.ok(lp.choices[0].logprobs.content.every((t) => t.top_logprobs.length === 3 && t.logprob <= 0));
+  // logprobs: true alone (top_logprobs 0): each token's own logprob, the same values, no alternatives.
+  const own = await c.chat.completions.create({ ...req, logprobs: true });
+  assert.equal(own.choices[0].message.content, whole.choices[0].message.content);
+  assert.deepEqual(own.choices[0].logprobs.content.map((t) => t.logprob),
+                   lp.choices[0].logprobs.content.map((t) => t.logprob));
+  assert.ok(own.choices[0].logprobs.content.every((t) => t.top_logprobs.length === 0));
 });
 
 check("SIGTERM: open streams end with [DONE], exit code 0", async () => {

@@ -5,9 +5,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -206,6 +208,58 @@ TEST(EngineApiTest, StopIdsAndLengthFinishReasons) {
   EXPECT_EQ(second[1].ids.back(), first[0].ids[3]);
   EXPECT_LE(second[1].ids.size(), 4u);
   EXPECT_EQ(second[0].ids, first[0].ids);  // the same request again: same tokens
+}
+
+// Request::logprobs: unset reports none; 0 the chosen token's log-probability only (OpenAI's
+// logprobs: true with top_logprobs: 0); n also the n most likely tokens, best first. The values
+// are those of the logits row sampled from (log-softmax in double, as token_logprobs computes).
+TEST(EngineApiTest, LogprobsZeroReportsTheChosenTokenOnly) {
+  test::TempDir dir;
+  auto model = test::engine_gpt2(dir);
+  ASSERT_TRUE(model);
+  std::map<RequestId, std::vector<std::vector<float>>> rows;
+  EngineOptions options;
+  options.on_logits = [&](RequestId id, int, std::span<const float> row) {
+    rows[id].emplace_back(row.begin(), row.end());
+  };
+  auto engine = Engine::create(model, options);
+  ASSERT_TRUE(engine.is_ok()) << engine.message();
+  std::map<RequestId, std::optional<int>> asked;
+  for (std::optional<int> n :
+       {std::optional<int>(), std::optional<int>(0), std::optional<int>(3)}) {
+    Request r = greedy({3, 4, 5}, 4);
+    r.logprobs = n;
+    auto id = engine.value()->submit(r);
+    ASSERT_TRUE(id.is_ok()) << id.message();
+    asked[id.value()] = n;
+  }
+  std::map<RequestId, int> events;
+  while (engine.value()->has_unfinished()) {
+    for (const Event& e : engine.value()->step()) {
+      const std::optional<int> n = asked.at(e.id);
+      const int step = events[e.id]++;
+      if (!n) {
+        EXPECT_FALSE(e.logprobs) << "none asked";
+        continue;
+      }
+      ASSERT_TRUE(e.logprobs) << "logprobs " << *n;
+      EXPECT_EQ(e.logprobs->chosen.id, e.token);
+      const auto& row = rows.at(e.id).at(step);
+      double lse = 0, max = row[0];
+      for (float v : row) max = std::max<double>(max, v);
+      for (float v : row) lse += std::exp(static_cast<double>(v) - max);
+      lse = max + std::log(lse);
+      EXPECT_NEAR(e.logprobs->chosen.logprob, row[e.token] - lse, 1e-5);
+      ASSERT_EQ(e.logprobs->top.size(), static_cast<size_t>(*n));
+      if (*n > 0) {
+        EXPECT_EQ(e.logprobs->top[0].id, e.token);  // greedy: the best is chosen
+      }
+    }
+  }
+  for (const auto& [id, n] : events) EXPECT_EQ(n, 4) << "request " << id;
+  Request bad = greedy({3}, 1);
+  bad.logprobs = -1;
+  EXPECT_EQ(engine.value()->submit(bad).message(), "logprobs must be between 0 and 20, found -1");
 }
 
 }  // namespace

@@ -17,8 +17,8 @@ TEST(OpenAiResponse, CompletionBody) {
   c.echo_bytes = 2;
   c.completion_tokens = 2;
   c.finish = FinishReason::kEos;
-  c.logprobs = {LogprobInfo{{5, -0.5f}, {{5, -0.5f}, {9, -1.5f}}},
-                LogprobInfo{{7, -0.25f}, {{7, -0.25f}}}};
+  // As the engine reports top_logprobs 1: one alternative per token.
+  c.logprobs = {LogprobInfo{{5, -0.5f}, {{5, -0.5f}}}, LogprobInfo{{7, -0.25f}, {{7, -0.25f}}}};
   const Json body = completion_body(kMeta, {c}, Usage{3, 2}, 1, kText);
   EXPECT_EQ(json_text(body),
             R"({"id":"cmpl-1","object":"text_completion","created":1700000000,"model":"tiny",)"

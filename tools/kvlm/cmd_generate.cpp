@@ -32,7 +32,7 @@ struct GenerateFlags {
   bool ignore_eos = false;
   SamplingParams sampling{.temperature = 0.0f};  // greedy unless asked: scripts expect ids
   std::vector<std::string> stops;
-  int logprobs = 0;
+  std::optional<int> logprobs;  // unset: none; 0: each token's own; N: and the top N
   PagedFlags paged;
   std::string kv_dtype;  // --kv-dtype
 };
@@ -157,9 +157,9 @@ std::vector<Request> make_requests(const GenerateFlags& flags,
 
 int run_generate(const GenerateFlags& flags) {
   KVLM_CLI_RETURN_IF_ERROR(flags.sampling.validate());
-  if (flags.logprobs < 0 || flags.logprobs > 20)
+  if (flags.logprobs && (*flags.logprobs < 0 || *flags.logprobs > 20))
     return fail(Status::error("--logprobs must be between 0 and 20, found " +
-                              std::to_string(flags.logprobs)));
+                              std::to_string(*flags.logprobs)));
   auto paged = paged_options_from_flags(flags.paged);
   if (!paged) return fail(paged.status());
   KVLM_CLI_RETURN_IF_ERROR(kv_storage_from_flag(flags.kv_dtype).status());
@@ -271,8 +271,9 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--stop", flags->stops, "Stop when this text is generated (repeatable)");
   add_paged_flags(cmd, &flags->paged);
   add_kv_dtype_flag(cmd, &flags->kv_dtype);
-  cmd->add_option("--logprobs", flags->logprobs,
-                  "With --json: each token's log-probability and the top N alternatives");
+  cmd->add_option(
+      "--logprobs", flags->logprobs,
+      "With --json: each token's log-probability and the top N alternatives (0: its own only)");
   cmd->callback([flags, exit_code] { *exit_code = run_generate(*flags); });
 }
 
