@@ -138,6 +138,14 @@ struct EngineStats {
   int waiting = 0;           // gauge
   double kv_usage = 0;       // gauge: fraction of cache blocks held by sequences
   size_t kv_bytes_peak = 0;  // most cache bytes held at once
+  // The cache's capacity, fixed when the engine is made, and its blocks as of the last step
+  // (valid before the first step too). Free blocks include those holding cached prefixes that
+  // no sequence holds: they are handed out again when needed.
+  int kv_block_size = 0;      // positions per block
+  int kv_blocks_total = 0;    // blocks in the arena
+  int kv_blocks_used = 0;     // gauge: held by at least one sequence
+  int kv_blocks_free = 0;     // gauge: total - used
+  size_t kv_bytes_total = 0;  // the arena's bytes (K and V, every layer)
   int64_t steps = 0;
   int64_t prompt_tokens = 0;  // prompt tokens of admitted requests
   int64_t generated_tokens = 0;

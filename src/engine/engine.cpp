@@ -46,7 +46,16 @@ struct Engine::Impl {
   Status check_request(const Request& request, const std::vector<int32_t>& prompt) const;
   void drain_inbox(std::vector<Event>* events);
   void finish(Sequence* seq);
+  void update_cache_gauges();
 };
+
+void Engine::Impl::update_cache_gauges() {
+  const int total = cache->n_blocks();
+  stats.kv_blocks_used = cache->pool().n_used();
+  stats.kv_blocks_free = total - stats.kv_blocks_used;
+  stats.kv_usage = total > 0 ? static_cast<double>(stats.kv_blocks_used) / total : 0.0;
+  stats.kv_bytes_peak = cache->peak_allocated_bytes();
+}
 
 Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<LoadedModel> model,
                                                const EngineOptions& options) {
@@ -88,6 +97,11 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<LoadedModel> mode
   impl->scheduler = std::make_unique<Scheduler>(*impl->cache, so);
   impl->model = std::move(model);
   impl->options = options;
+  impl->stats.kv_block_size = impl->cache->block_size();
+  impl->stats.kv_blocks_total = impl->cache->n_blocks();
+  impl->stats.kv_bytes_total = impl->cache->arena_bytes();
+  impl->update_cache_gauges();
+  impl->published = impl->stats;
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -240,10 +254,7 @@ std::vector<Event> Engine::step() {
   }
   m.stats.running = m.scheduler->n_running();
   m.stats.waiting = m.scheduler->n_waiting();
-  m.stats.kv_usage = m.cache->n_blocks() > 0
-                         ? static_cast<double>(m.cache->pool().n_used()) / m.cache->n_blocks()
-                         : 0.0;
-  m.stats.kv_bytes_peak = m.cache->peak_allocated_bytes();
+  m.update_cache_gauges();
   std::lock_guard<std::mutex> lock(m.inbox_mutex);
   m.published = m.stats;
   m.published.waiting += static_cast<int>(m.submitted.size());

@@ -5,7 +5,7 @@
 namespace kvlm::serve {
 
 EngineLoop::EngineLoop(Engine& engine, int max_unfinished)
-    : engine_(engine), max_unfinished_(max_unfinished) {}
+    : engine_(engine), max_unfinished_(max_unfinished), stats_(engine.stats()) {}
 
 EngineLoop::~EngineLoop() {
   stop();

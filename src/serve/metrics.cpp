@@ -86,6 +86,20 @@ std::string format_metrics(const EngineStats& stats, const ServerMetrics& m) {
          "Sequences waiting to be admitted (preempted ones included).", stats.waiting);
   metric(&out, "kvlm:kv_cache_usage_perc", "gauge",
          "Fraction of KV cache blocks held by sequences (1 = full).", stats.kv_usage);
+  // vLLM's info gauge (num_gpu_blocks: the name dashboards know; here the blocks of the
+  // CPU arena), then the block counts themselves.
+  header(&out, "kvlm:cache_config_info", "gauge", "Information of the KV cache's configuration.");
+  out += "kvlm:cache_config_info{block_size=\"" + std::to_string(stats.kv_block_size) +
+         "\",num_gpu_blocks=\"" + std::to_string(stats.kv_blocks_total) + "\"} 1\n";
+  metric(&out, "kvlm:kv_cache_blocks_total", "gauge", "KV cache blocks in the arena.",
+         stats.kv_blocks_total);
+  metric(&out, "kvlm:kv_cache_blocks_used", "gauge", "KV cache blocks held by sequences.",
+         stats.kv_blocks_used);
+  metric(&out, "kvlm:kv_cache_blocks_free", "gauge",
+         "KV cache blocks not held by any sequence (cached prefixes included).",
+         stats.kv_blocks_free);
+  metric(&out, "kvlm:kv_cache_bytes_total", "gauge", "Bytes of the KV cache's arena.",
+         static_cast<double>(stats.kv_bytes_total));
   metric(&out, "kvlm:prefix_cache_queries_total", "counter",
          "Prompt tokens looked up in the prefix cache.", static_cast<double>(stats.prefix_queries));
   metric(&out, "kvlm:prefix_cache_hits_total", "counter",

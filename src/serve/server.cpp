@@ -206,6 +206,10 @@ HttpResponse Server::detokenize(const HttpRequest& request) const {
   return json_response(200, {{"content", text.value()}});
 }
 
+EngineStats Server::engine_stats() const {
+  return loop_ ? loop_->stats() : EngineStats{};
+}
+
 HttpResponse Server::metrics() const {
   HttpResponse r;
   r.content_type = "text/plain; version=0.0.4";

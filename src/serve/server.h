@@ -48,6 +48,8 @@ class Server {
   Status attach(std::shared_ptr<LoadedModel> model, const EngineOptions& engine_options,
                 const ChatTemplate& chat);
   void shutdown();  // idempotent; returns when every connection has ended
+  // The engine's counters as of its last step (its cache's capacity from attach() on).
+  EngineStats engine_stats() const;
 
  private:
   HttpResponse dispatch(const HttpRequest& request, const HttpHandler& handler) const;

@@ -102,16 +102,6 @@ Status check_flags(const ServeFlags& f) {
   return Status::ok();
 }
 
-// Bytes of the paged cache: --kv-memory, or the engine's default (room for --max-seqs full
-// contexts), computed here the way kv-size does because EngineStats has no capacity field.
-size_t cache_bytes(const LoadedModel& model, const EngineOptions& options) {
-  if (options.kv_memory_bytes > 0) return options.kv_memory_bytes;
-  const ModelConfig& c = model.model().config();
-  const KvDtype dtype = parse_cache_dtype(options.kv_dtype).value_or(KvDtype::f32);
-  return 2ull * c.n_layer * kv_row_bytes(dtype, c.kv_dim()) * c.n_ctx *
-         static_cast<size_t>(options.max_running);
-}
-
 // --random-model: the GPT-2 124M-shaped model `kvlm bench` and `kvlm demo` make (seed 1234), in
 // memory; its tokens are meaningless, its speed is real. Without --tokenizer, prompts are ids.
 Result<std::shared_ptr<LoadedModel>> load(const ServeFlags& flags) {
@@ -174,13 +164,14 @@ int run_serve(const ServeFlags& flags) {
   Result<std::shared_ptr<LoadedModel>> model = load(flags);
   if (!model) return fail(model.status());
   KVLM_CLI_RETURN_IF_ERROR(server.attach(model.value(), engine, chat.value()));
-  const double mib = static_cast<double>(cache_bytes(*model.value(), engine)) / (1 << 20);
+  const EngineStats stats = server.engine_stats();
+  const double mib = static_cast<double>(stats.kv_bytes_total) / (1 << 20);
   char ready[512];
   std::snprintf(ready, sizeof ready,
                 "ready on http://%s:%d, model \"%s\" (%s, n_ctx %d), KV cache %.1f MiB in blocks "
                 "of %d, max-seqs %d, max-queue %d, chat template %s",
                 flags.host.c_str(), server.port(), options.model_name.c_str(), flags.model.c_str(),
-                model.value()->n_ctx(), mib, flags.block_size, flags.max_seqs, flags.max_queue,
+                model.value()->n_ctx(), mib, stats.kv_block_size, flags.max_seqs, flags.max_queue,
                 serve::chat_template_name(chat.value().kind));
   log_line(ready);
 
