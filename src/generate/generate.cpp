@@ -53,8 +53,6 @@ Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int3
   const ModelConfig& c = model.config();
   const int n_seq = static_cast<int>(prompts.size());
   const size_t V = c.n_vocab;
-  TokenSelector select = options.select;
-  if (!select) select = [](int, std::span<const float> logits) { return argmax(logits); };
 
   // One cache for the whole run, each sequence sized for prompt + max_new - 1 positions.
   std::vector<int> capacities;
@@ -62,8 +60,6 @@ Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int3
   for (const auto& p : prompts) {
     capacities.push_back(static_cast<int>(p.size()) + options.max_new_tokens - 1);
     result.stats.prompt_tokens += static_cast<int64_t>(p.size());
-    result.stats.kv_bytes_formula += static_cast<int64_t>(
-        2 * c.n_layer * kv_row_bytes(options.kv_storage.dtype, c.kv_dim()) * capacities.back());
   }
   // The cache: contiguous (one slab per sequence, sized for its whole run) or paged.
   KvStorageOptions storage = options.kv_storage;
@@ -100,8 +96,6 @@ Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int3
   ContiguousKvCache contiguous(c.n_layer, c.kv_dim(), paged ? std::vector<int>{} : capacities,
                                storage);
   KvCache& cache = paged ? static_cast<KvCache&>(*paged) : contiguous;
-  result.stats.kv_bytes_allocated = options.use_cache ? cache.allocated_bytes() : 0;
-  if (!options.use_cache) result.stats.kv_bytes_formula = 0;
 
   std::vector<std::vector<int32_t>> sequences = prompts;  // prompt + generated so far
   result.tokens.assign(n_seq, {});
@@ -145,7 +139,7 @@ Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int3
         if (share) paged->register_full_blocks(s, sequences[s]);  // its full blocks become findable
         std::span<const float> row(logits.data() + k * V, V);
         if (options.observe) options.observe(step, s, row);
-        const int32_t next = select(s, row);
+        const int32_t next = argmax(row);
         result.tokens[s].push_back(next);
         sequences[s].push_back(next);
         ++result.stats.generated_tokens;
@@ -157,46 +151,7 @@ Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int3
     (step == 0 ? result.stats.prefill_seconds : result.stats.decode_seconds) +=
         seconds_since(start);
   }
-  if (paged) result.stats.kv_bytes_allocated = paged->peak_allocated_bytes();
   return result;
-}
-
-Result<std::vector<std::vector<float>>> last_logits(
-    Model& model, const std::vector<std::vector<int32_t>>& prompts, bool use_cache,
-    const Parallel& par, const KvStorageOptions& kv_storage) {
-  KVLM_RETURN_IF_ERROR(validate_request(model, prompts, 1));
-  const ModelConfig& c = model.config();
-  KvStorageOptions storage = kv_storage;
-  if (storage.dtype == KvDtype::fp8 && storage.fp8_k_scales.empty())
-    storage.n_kv_head = c.n_kv_head;
-  KVLM_RETURN_IF_ERROR(validate_kv_storage(storage, c.n_layer, c.kv_dim()));
-  std::vector<int> capacities;
-  for (const auto& p : prompts) capacities.push_back(static_cast<int>(p.size()));
-  ContiguousKvCache cache(c.n_layer, c.kv_dim(), capacities, storage);
-  std::vector<SequenceChunk> chunks;
-  if (use_cache) {  // prefill all but the last token of prompts longer than one
-    for (size_t s = 0; s < prompts.size(); ++s)
-      if (prompts[s].size() > 1)
-        chunks.push_back({static_cast<int>(s), 0,
-                          std::span<const int32_t>(prompts[s]).first(prompts[s].size() - 1)});
-    if (!chunks.empty()) {
-      std::vector<float> ignored(chunks.size() * c.n_vocab);
-      KVLM_RETURN_IF_ERROR(model.forward(ignored.data(), chunks, cache, par));
-    }
-    chunks.clear();
-    for (size_t s = 0; s < prompts.size(); ++s)
-      chunks.push_back({static_cast<int>(s), static_cast<int>(prompts[s].size()) - 1,
-                        std::span<const int32_t>(prompts[s]).last(1)});
-  } else {
-    for (size_t s = 0; s < prompts.size(); ++s)
-      chunks.push_back({static_cast<int>(s), 0, prompts[s]});
-  }
-  std::vector<float> logits(chunks.size() * c.n_vocab);
-  KVLM_RETURN_IF_ERROR(model.forward(logits.data(), chunks, cache, par));
-  std::vector<std::vector<float>> out;
-  for (size_t s = 0; s < prompts.size(); ++s)
-    out.emplace_back(logits.begin() + s * c.n_vocab, logits.begin() + (s + 1) * c.n_vocab);
-  return out;
 }
 
 }  // namespace kvlm

@@ -6,6 +6,12 @@
 // Sequences are ragged: each keeps its own positions 0..n-1 in the cache, which is what left
 // padding with an attention mask and position ids max(cumsum(mask) - 1, 0) compute, without
 // storing or attending to pad positions at all.
+//
+// This static loop is not how kvlm's front ends generate (they run on the engine,
+// include/kvlm/engine.h). It stays for two jobs: the benchmarks' fixed batches (kvlm bench's
+// seed experiment and --paged, the engine bench's static baseline), and, in its uncached mode,
+// the independent reference of the exactness suites: every step recomputes each sequence from
+// position 0 on a cache made for the call, sharing no scheduling code with the engine.
 #pragma once
 
 #include <cstdint>
@@ -30,8 +36,6 @@ struct PagedGenerateOptions {
   bool share_prefixes = true;  // reuse cached prefixes, this batch's own included
 };
 
-// Chooses the next token of sequence `seq` from its last-position logits [n_vocab].
-using TokenSelector = std::function<int32_t(int seq, std::span<const float> logits)>;
 // Sees each sequence's logits at each step (step 0 = after prefill). For tests and --logprobs.
 using LogitsObserver = std::function<void(int step, int seq, std::span<const float> logits)>;
 // Called with each new token as soon as it is chosen (stream it here); returns true when the
@@ -41,8 +45,7 @@ using TokenSink = std::function<bool(int seq, int32_t token)>;
 struct GenerateOptions {
   int max_new_tokens = 20;
   bool use_cache = true;
-  TokenSelector select;    // default: greedy argmax, ties to the lowest id
-  LogitsObserver observe;  // optional
+  LogitsObserver observe;  // optional; the next token is always greedy (argmax below)
   TokenSink on_token;      // optional; default: only max_new_tokens stops
   // Paged cache made for this call (ignored when use_cache is false or paged_cache is set).
   std::optional<PagedGenerateOptions> paged;
@@ -62,8 +65,6 @@ struct GenerateStats {
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;
   int64_t rows_computed = 0;         // token positions run through the model, all sequences
-  int64_t kv_bytes_formula = 0;      // 2 * n_layer * row bytes (kv_dim values) * tokens, summed
-  int64_t kv_bytes_allocated = 0;    // what the cache really allocated (paged: peak blocks held)
   int64_t prompt_tokens_cached = 0;  // paged: prompt positions found cached, not recomputed
 };
 
@@ -82,11 +83,5 @@ Status validate_request(const Model& model, const std::vector<std::vector<int32_
 
 Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int32_t>>& prompts,
                                 const GenerateOptions& options, const Parallel& par);
-
-// Last-position logits [n_prompts][n_vocab] of each prompt. Cached: the prompt minus its last
-// token is prefilled and the last token decoded against the cache; uncached: one full pass.
-Result<std::vector<std::vector<float>>> last_logits(
-    Model& model, const std::vector<std::vector<int32_t>>& prompts, bool use_cache,
-    const Parallel& par, const KvStorageOptions& kv_storage = {});
 
 }  // namespace kvlm

@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "generate/generate.h"
+#include "engine/last_logits.h"
 #include "model/gpt2.h"
 #include "model/loader.h"
 #include "model/random_gpt2.h"
@@ -32,9 +32,13 @@ TEST(Gpt2Loading, PrefixedNamesAndSeparateHead) {
   ASSERT_TRUE(a.is_ok() && b.is_ok() && c.is_ok()) << a.message() << b.message() << c.message();
   EXPECT_TRUE(a.value()->config().tied_embeddings);
   EXPECT_FALSE(c.value()->config().tied_embeddings);
-  auto la = last_logits(*a.value(), {{1, 2, 3}}, true, Parallel{1});
-  auto lb = last_logits(*b.value(), {{1, 2, 3}}, true, Parallel{1});
-  auto lc = last_logits(*c.value(), {{1, 2, 3}}, true, Parallel{1});
+  auto logits = [](Result<std::unique_ptr<Model>>& model) {
+    return last_logits(LoadedModel::from_parts(std::move(model.value()), nullptr).value(),
+                       {{1, 2, 3}}, {.threads = 1});
+  };
+  auto la = logits(a);
+  auto lb = logits(b);
+  auto lc = logits(c);
   ASSERT_TRUE(la.is_ok() && lb.is_ok() && lc.is_ok());
   EXPECT_TRUE(test::bitwise_equal(la.value()[0], lb.value()[0]));
   EXPECT_FALSE(test::bitwise_equal(la.value()[0], lc.value()[0]));

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "engine/last_logits.h"
 #include "generate/generate.h"
 #include "model/loader.h"
 #include "ops/for_each_target.h"
@@ -43,7 +44,7 @@ class Reference : public ::testing::TestWithParam<ReferenceCase> {
   void check_last_logits(double tolerance);
   nlohmann::json fixture_;
   std::vector<std::vector<int32_t>> prompts_;
-  std::unique_ptr<Model> model_;
+  std::shared_ptr<Model> model_;
 };
 
 // Largest |logit - reference| over the prompts' last positions, cached and uncached.
@@ -76,7 +77,8 @@ TEST_P(Reference, LastLogitsWithinTolerance) {
 void Reference::check_last_logits(double tolerance) {
   const auto& want = expected()["last_logits"];
   for (bool cached : {true, false}) {
-    auto logits = last_logits(*model_, prompts_, cached, Parallel{2});
+    auto logits = last_logits(LoadedModel::from_parts(model_, nullptr).value(), prompts_,
+                              {.cached = cached, .threads = 2});
     ASSERT_TRUE(logits.is_ok()) << logits.message();
     double max_diff = 0;
     for (size_t s = 0; s < prompts_.size(); ++s) {

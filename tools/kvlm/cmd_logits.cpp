@@ -1,10 +1,12 @@
-// kvlm logits: the last position's logits of each prompt, as JSON (9 significant digits).
+// kvlm logits: the last position's logits of each prompt, as JSON (9 significant digits). A
+// thin client of the engine (engine/last_logits.h): cached, the last token is computed against
+// the cache the rest of the prompt filled; --no-cache, the whole prompt in one pass.
 #include <cstdio>
 #include <string>
 
 #include "cli_common.h"
 #include "commands.h"
-#include "generate/generate.h"
+#include "engine/last_logits.h"
 #include "kv_flags.h"
 
 namespace kvlm::cli {
@@ -28,12 +30,16 @@ int run_logits(const LogitsFlags& flags) {
     prompts.push_back(ids.value());
   }
   if (prompts.empty()) return fail(Status::error("give at least one prompt with --ids"));
+  KVLM_CLI_RETURN_IF_ERROR(kv_storage_from_flag(flags.kv_dtype).status());
   auto model = load_model_from_flags(flags.model);
   if (!model) return fail(model.status());
-  const Parallel par = parallel_from_flags(flags.model);
-  auto kv = kv_storage_for_model(flags.kv_dtype, *model.value(), par);
-  if (!kv) return fail(kv.status());
-  auto logits = last_logits(*model.value(), prompts, !flags.no_cache, par, kv.value());
+  auto loaded = LoadedModel::from_parts(std::move(model.value()), nullptr);  // ids only
+  if (!loaded) return fail(loaded.status());
+  LastLogitsOptions options;
+  options.cached = !flags.no_cache;
+  options.threads = flags.model.threads;
+  if (!flags.kv_dtype.empty()) options.kv_dtype = flags.kv_dtype;
+  auto logits = last_logits(loaded.value(), prompts, options);
   if (!logits) return fail(logits.status());
   std::string out = "{\"logits\":[";
   for (size_t s = 0; s < logits->size(); ++s) {
