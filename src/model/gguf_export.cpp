@@ -29,9 +29,8 @@ class Exporter {
   // Quantized types need whole blocks per row; other matrices keep their (plain) type, as
   // loading with --weights does (convert_matrix_on_load), so both give the same bits.
   Status matrix(const std::string& name, const WeightMatrix& m) {
-    const DType chosen = gguf_matrix_type(types_, name, n_layer_, tied_);
-    const bool whole_blocks = m.n_in % dtype_block_elements(chosen) == 0;
-    const DType type = whole_blocks ? chosen : m.dtype;
+    const DType type =
+        gguf_stored_type(types_, gguf_matrix_type(types_, name, n_layer_, tied_), m.n_in, m.dtype);
     auto bytes = weight_matrix_bytes(m, type, "tensor '" + name + "'");
     if (!bytes) return bytes.status();
     w_->add_tensor(name, {m.n_in, m.n_out}, type, std::move(bytes.value()));
@@ -212,6 +211,15 @@ DType gguf_matrix_type(const GgufTypes& types, const std::string& name, int n_la
     if (more_bits) return DType::kQ6_K;
   }
   return DType::kQ4_K;
+}
+
+DType gguf_stored_type(const GgufTypes& types, DType preferred, int64_t n_in, DType source) {
+  const auto fits = [n_in](DType t) {
+    return n_in % static_cast<int64_t>(dtype_block_elements(t)) == 0;
+  };
+  if (fits(preferred)) return preferred;
+  if (types.q4_k_mix && preferred == DType::kQ6_K && fits(DType::kQ8_0)) return DType::kQ8_0;
+  return source;
 }
 
 Status write_gguf(const Model& model, const Tokenizer* tokenizer, const GgufTypes& types,

@@ -15,12 +15,11 @@
 namespace kvlm {
 
 // How the weight matrices are stored (`kvlm convert --type`): all in one type, or the K-quant
-// mix `q4_k_mix`: llama.cpp's Q4_K_M rule without its Q5_K tensors (kvlm has no Q5_K), i.e.
-// Q6_K for the output head (the token embedding when the head is tied to it) and for attn_v and
+// mix `q4_k_mix`: llama.cpp's Q4_K_M choice (llama_tensor_get_type) for dense models: Q6_K for
+// the output head (the token embedding when the head is tied to it) and for attn_v and
 // ffn_down in the layers llama.cpp's use_more_bits picks (the first and last eighth, every
-// third between), Q4_K for every other matrix (where Q4_K_M has Q5_K: attn_output, GPT-2's
-// attn_qkv, too). A matrix whose input width is not a whole number of its type's blocks keeps
-// its plain type, as `--weights` does.
+// third between), Q4_K for every other matrix. Where Q4_K_M picks Q5_K (GPT-2's fused
+// attn_qkv, Llama 70B's attn_v, MoE models) kvlm, which has no Q5_K, keeps Q4_K.
 struct GgufTypes {
   DType type = DType::kF32;
   bool q4_k_mix = false;
@@ -33,6 +32,12 @@ std::optional<GgufTypes> parse_gguf_types(std::string_view name);
 // model of n_layer blocks (`tied_head`: no output.weight, the embedding is the head).
 DType gguf_matrix_type(const GgufTypes& types, const std::string& name, int n_layer,
                        bool tied_head);
+
+// What a matrix of input width n_in, chosen to be `preferred`, is stored as: `preferred` when
+// its rows are whole blocks; otherwise, in the mix, a Q6_K pick falls back to Q8_0 as
+// llama.cpp's does (if rows are whole Q8_0 blocks); every other misfit keeps `source`, its
+// plain type, as `--weights` does (llama.cpp would use Q5_0 for a Q4_K misfit).
+DType gguf_stored_type(const GgufTypes& types, DType preferred, int64_t n_in, DType source);
 
 // `tokenizer` may be null (then the file has no tokenizer.ggml.* keys). Supported tokenizers:
 // byte-level BPE (GPT-2, Llama 3) and llama2.c / SentencePiece vocabularies with scores.

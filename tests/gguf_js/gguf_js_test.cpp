@@ -222,10 +222,10 @@ TEST(GgufJs, HuggingFaceReaderAgreesWithWhatConvertWrites) {
       const nlohmann::json& x = by_name[t.name];
       EXPECT_EQ(x["shape"].get<std::vector<int64_t>>(), t.shape);
       DType type = DType::kF32;
-      if (t.matrix) {
-        type = gguf_matrix_type(types, t.name, c.n_layer, c.tied_embeddings);
-        if (t.shape[0] % static_cast<int64_t>(dtype_block_elements(type)) != 0) type = DType::kF32;
-      }
+      if (t.matrix)
+        type =
+            gguf_stored_type(types, gguf_matrix_type(types, t.name, c.n_layer, c.tied_embeddings),
+                             t.shape[0], DType::kF32);
       EXPECT_EQ(x["type"], dtype_name(type));
       const GgufTensor* ours = file->tensor(t.name);
       ASSERT_NE(ours, nullptr);

@@ -141,6 +141,14 @@ TEST(QuantizedMix, Q4KMixRuleAndFile) {
   EXPECT_EQ(gguf_matrix_type(mix, "token_embd.weight", 32, false), DType::kQ4_K);
   EXPECT_EQ(gguf_matrix_type(mix, "token_embd.weight", 32, true), DType::kQ6_K);  // tied head
   EXPECT_FALSE(parse_gguf_types("q5_k"));
+  // Rows that are not whole 256-blocks: the mix's Q6_K falls back to Q8_0 as llama.cpp's does,
+  // anything else keeps its plain type.
+  EXPECT_EQ(gguf_stored_type(mix, DType::kQ6_K, 64, DType::kF32), DType::kQ8_0);
+  EXPECT_EQ(gguf_stored_type(mix, DType::kQ6_K, 172, DType::kF16), DType::kF16);
+  EXPECT_EQ(gguf_stored_type(mix, DType::kQ4_K, 64, DType::kF32), DType::kF32);
+  EXPECT_EQ(gguf_stored_type(mix, DType::kQ4_K, 512, DType::kF32), DType::kQ4_K);
+  EXPECT_EQ(gguf_stored_type(GgufTypes{DType::kQ6_K, false}, DType::kQ6_K, 64, DType::kF32),
+            DType::kF32);
 
   test::TempDir dir;
   LlamaConfig config = block_llama_config(DType::kQ4_K);
