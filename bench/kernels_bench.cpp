@@ -6,17 +6,19 @@
 //   build-*/kernels_bench --benchmark_filter='Limits'            # bandwidth and fma peak
 //
 // Arguments of BM_Matmul: shape (0 c_attn, 1 attn.c_proj, 2 c_fc, 3 mlp.c_proj, 4 lm_head),
-// rows, dtype (0 F32, 1 F16, 2 BF16), threads, path (0 auto, 1 row stream, 2 tiled).
+// rows, dtype (0 F32, 1 F16, 2 BF16, 3 Q8_0: stored [n_out, n_in] as quantized weights always
+// are), threads, path (0 auto, 1 row stream, 2 tiled).
 #include <benchmark/benchmark.h>
 
 #include <random>
 #include <vector>
 
 #include "bench/machine_limits.h"
-#include "ops/dtype.h"
 #include "ops/attention.h"
+#include "ops/dtype.h"
 #include "ops/matmul.h"
 #include "ops/matmul_internal.h"
+#include "ops/quant.h"
 
 namespace kvlm {
 namespace {
@@ -31,11 +33,18 @@ const Shape kShapes[] = {{"c_attn", 768, 2304, WeightLayout::kInOut},
                          {"c_fc", 768, 3072, WeightLayout::kInOut},
                          {"mlp.c_proj", 3072, 768, WeightLayout::kInOut},
                          {"lm_head", 768, 50257, WeightLayout::kOutIn}};
-const DType kTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
+const DType kTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0};
 
 std::vector<uint8_t> random_weights(size_t n, DType type) {
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 0.02f);
+  if (dtype_is_quantized(type)) {
+    std::vector<float> values(n);
+    for (float& v : values) v = normal(rng);
+    std::vector<uint8_t> bytes(dtype_bytes(type, n));
+    quantize_row(bytes.data(), values.data(), type, n);  // rows are whole blocks: one long row
+    return bytes;
+  }
   std::vector<uint8_t> bytes(n * dtype_size(type));
   for (size_t i = 0; i < n; ++i) {
     const float v = normal(rng);
@@ -58,22 +67,23 @@ void BM_Matmul(benchmark::State& state) {
   // Several copies of the weights, used in turn, so decode-sized runs read them from memory
   // and not from the last-level cache.
   const size_t n = static_cast<size_t>(s.n_in) * s.n_out;
-  const int n_copies = std::max<size_t>(1, (96u << 20) / (n * dtype_size(type)) + 1);
+  const size_t n_bytes = dtype_bytes(type, n);
+  const WeightLayout layout = dtype_is_quantized(type) ? WeightLayout::kOutIn : s.layout;
+  const int n_copies = std::max<size_t>(1, (96u << 20) / n_bytes + 1);
   std::vector<std::vector<uint8_t>> weights;
   for (int c = 0; c < n_copies; ++c) weights.push_back(random_weights(n, type));
   std::vector<float> x(static_cast<size_t>(rows) * s.n_in, 0.5f), bias(s.n_out, 0.1f);
   std::vector<float> out(static_cast<size_t>(rows) * s.n_out);
   int c = 0;
   for (auto _ : state) {
-    const WeightMatrix w{weights[c].data(), type, s.layout, s.n_in, s.n_out};
+    const WeightMatrix w{weights[c].data(), type, layout, s.n_in, s.n_out};
     matmul_forward_path(out.data(), x.data(), w, bias.data(), rows, par, path);
     benchmark::DoNotOptimize(out.data());
     c = (c + 1) % n_copies;
   }
   state.SetLabel(std::string(s.name) + " " + dtype_name(type));
-  state.counters["weight_GBps"] =
-      benchmark::Counter(static_cast<double>(n * dtype_size(type)) * state.iterations() / 1e9,
-                         benchmark::Counter::kIsRate);
+  state.counters["weight_GBps"] = benchmark::Counter(
+      static_cast<double>(n_bytes) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
   state.counters["GFLOPs"] =
       benchmark::Counter(2.0 * n * rows * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
@@ -81,7 +91,8 @@ void BM_Matmul(benchmark::State& state) {
 void MatmulArgs(benchmark::internal::Benchmark* b) {
   for (int shape = 0; shape < 5; ++shape)
     for (int threads : {1, 2}) {
-      for (int type = 0; type < 3; ++type) b->Args({shape, 1, type, threads, 0});
+      for (int type = 0; type < 4; ++type) b->Args({shape, 1, type, threads, 0});
+      b->Args({shape, 8, 3, threads, 0});
       for (int rows : {2, 4, 8}) {
         b->Args({shape, rows, 0, threads, 1});
         b->Args({shape, rows, 0, threads, 2});

@@ -29,6 +29,13 @@ double mb(double bytes) {
   return bytes / 1e6;
 }
 
+// The resident figures less the bandwidth probe's array, resident throughout the model runs.
+ResidentMemory without_probe(ResidentMemory m, size_t probe_bytes) {
+  m.peak_bytes -= std::min(m.peak_bytes, probe_bytes);
+  m.current_bytes -= std::min(m.current_bytes, probe_bytes);
+  return m;
+}
+
 // Shortens a run that would not fit the model's context, keeping it meaningful.
 int fit(int wanted, int limit) {
   return std::max(1, std::min(wanted, limit));
@@ -45,6 +52,7 @@ Result<BenchReport> run_bench(Model& model, const BenchOptions& o, const Paralle
   BenchReport r;
   r.simd_target = active_simd_target();
   r.n_threads = par.n_threads;
+  r.decode_only = o.decode_only;
   r.weights = model.weight_dtype();
   r.weight_bytes = model.weight_bytes();
 
@@ -54,8 +62,11 @@ Result<BenchReport> run_bench(Model& model, const BenchOptions& o, const Paralle
   r.bandwidth_gbs = bandwidth / 1e9;
   r.fma_gflops = measure_fma_throughput(o.limit_repeats, o.fma_seconds, par) / 1e9;
   const MachineRates rates{r.bandwidth_gbs * 1e9, r.fma_gflops * 1e9};
-  // The bandwidth array is freed: from here the peak resident size is the model runs' own.
+  // The probe's array stays resident (and touched) from here to the memory reading at the end,
+  // so the model runs' own peak is the peak less its bytes. The first bandwidth array is freed.
+  KVLM_ASSIGN_OR_RETURN(auto probe, ReadBandwidthProbe::create(o.probe_bytes, par));
   KVLM_RETURN_IF_ERROR(reset_peak_resident_memory());
+  const auto read_bandwidth = [&] { return probe.measure(o.probe_repeats); };
 
   const int decode_positions = 1 + o.decode_steps * std::max(o.decode_repeats, 1);
   r.short_prompt = fit(o.short_prompt, c.n_ctx);
@@ -72,28 +83,36 @@ Result<BenchReport> run_bench(Model& model, const BenchOptions& o, const Paralle
   };
   auto decode = [&](int batch, int context, TimedRun* out) -> Status {
     report_progress(o, printf_string("decode, batch %d, %d positions cached", batch, context));
-    KVLM_ASSIGN_OR_RETURN(
-        auto run, time_decode(model, batch, context, o.decode_steps, o.decode_repeats, par, o.kv));
+    KVLM_ASSIGN_OR_RETURN(auto run, time_decode(model, batch, context, o.decode_steps,
+                                                o.decode_repeats, par, o.kv, read_bandwidth));
     *out = run;
     r.kv_bytes_peak = std::max(r.kv_bytes_peak, out->kv_bytes);
     return Status::ok();
   };
-  KVLM_RETURN_IF_ERROR(prefill(r.short_prompt, &r.prefill_short));
-  KVLM_RETURN_IF_ERROR(prefill(r.long_prompt, &r.prefill_long));
+  if (!o.decode_only) {
+    KVLM_RETURN_IF_ERROR(prefill(r.short_prompt, &r.prefill_short));
+    KVLM_RETURN_IF_ERROR(prefill(r.long_prompt, &r.prefill_long));
+  }
   KVLM_RETURN_IF_ERROR(decode(1, r.short_context, &r.decode_short));
   KVLM_RETURN_IF_ERROR(decode(1, r.long_context, &r.decode_long));
   KVLM_RETURN_IF_ERROR(decode(r.batch, r.short_context, &r.decode_batch));
 
   auto decode_frac = [&](const TimedRun& run) {
-    return run.cost.bytes / run.seconds / rates.bytes_per_second;
+    return run.cost.bytes / run.seconds / run.bandwidth;
   };
   auto prefill_frac = [&](const TimedRun& run) {
-    return run.cost.flops / run.seconds / rates.flops_per_second;
+    return run.seconds > 0 ? run.cost.flops / run.seconds / rates.flops_per_second : 0.0;
   };
   r.decode_roofline_frac = decode_frac(r.decode_short);
   r.decode_long_roofline_frac = decode_frac(r.decode_long);
+  r.decode_batch_roofline_frac = decode_frac(r.decode_batch);
   r.prefill_fma_frac = prefill_frac(r.prefill_long);
   r.prefill_short_fma_frac = prefill_frac(r.prefill_short);
+  if (o.decode_only) {
+    KVLM_ASSIGN_OR_RETURN(auto memory, read_resident_memory());
+    r.memory = without_probe(memory, probe.bytes());
+    return r;
+  }
 
   report_progress(o, "the seed's experiment: 3 prompts, 20 new tokens, uncached then cached");
   KVLM_ASSIGN_OR_RETURN(auto seed,
@@ -108,7 +127,7 @@ Result<BenchReport> run_bench(Model& model, const BenchOptions& o, const Paralle
   r.run_64 = run_64;
 
   KVLM_ASSIGN_OR_RETURN(auto memory, read_resident_memory());
-  r.memory = memory;
+  r.memory = without_probe(memory, probe.bytes());
   return r;
 }
 
@@ -133,6 +152,11 @@ std::string bench_report_json(const BenchReport& r) {
       {"threads", r.n_threads},
       {"weight_bytes", r.weight_bytes},
       {"decode_roofline_frac_ctx900", r.decode_long_roofline_frac},
+      {"decode_roofline_frac_b8", r.decode_batch_roofline_frac},
+      // The bandwidth each decode fraction is against, read beside its window.
+      {"decode_bandwidth_gbs_ctx128", r.decode_short.bandwidth / 1e9},
+      {"decode_bandwidth_gbs_ctx900", r.decode_long.bandwidth / 1e9},
+      {"decode_bandwidth_gbs_b8", r.decode_batch.bandwidth / 1e9},
       {"prefill_fma_frac_128", r.prefill_short_fma_frac},
       {"decode_b8_over_b1",
        r.decode_batch.tokens_per_second() / r.decode_short.tokens_per_second()},
@@ -181,6 +205,7 @@ std::string bench_report_text(const BenchReport& r) {
                      bw / static_cast<double>(r.weight_bytes));
 
   t += "Speed                                     tokens/s   achieved        roofline fraction\n";
+  t += "  (each decode run against the read bandwidth measured just before and after it)\n";
   auto prefill = [&](const TimedRun& run, int n, double frac) {
     t += printf_string(
         "  prefill, %4d-token prompt           %10.1f   %6.1f GFLOP/s  %5.1f%% of fma peak\n", n,
@@ -188,18 +213,23 @@ std::string bench_report_text(const BenchReport& r) {
   };
   auto decode = [&](const TimedRun& run, int batch, int ctx) {
     t += printf_string(
-        "  decode, batch %d, %4d cached        %10.1f   %6.1f GB/s     %5.1f%% of bandwidth\n",
+        "  decode, batch %d, %4d cached        %10.1f   %6.1f GB/s     %5.1f%% of bandwidth (%.1f "
+        "GB/s "
+        "beside it)\n",
         batch, ctx, run.tokens_per_second(), run.cost.bytes / run.seconds / 1e9,
-        100 * run.cost.bytes / run.seconds / bw);
+        100 * run.cost.bytes / run.seconds / run.bandwidth, run.bandwidth / 1e9);
   };
-  prefill(r.prefill_short, r.short_prompt, r.prefill_short_fma_frac);
-  prefill(r.prefill_long, r.long_prompt, r.prefill_fma_frac);
+  if (!r.decode_only) {
+    prefill(r.prefill_short, r.short_prompt, r.prefill_short_fma_frac);
+    prefill(r.prefill_long, r.long_prompt, r.prefill_fma_frac);
+  }
   decode(r.decode_short, 1, r.short_context);
   decode(r.decode_long, 1, r.long_context);
   decode(r.decode_batch, r.batch, r.short_context);
   t += printf_string(
       "  batch %d decode gives %.2fx the tokens/s of batch 1 (sum over sequences)\n\n", r.batch,
       r.decode_batch.tokens_per_second() / r.decode_short.tokens_per_second());
+  if (r.decode_only) return t;
 
   t += "The KV cache (greedy generation; roofline = sum over steps of max(bytes/bandwidth, "
        "flops/peak))\n";

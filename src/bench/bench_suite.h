@@ -26,7 +26,13 @@ struct BenchOptions {
   double fma_seconds = 0.3;  // per fma-throughput repeat
   int prefill_repeats = 2;
   int decode_steps = 16;  // timed decode steps per round
-  int decode_repeats = 2;
+  int decode_repeats = 4;
+  // Beside every decode round (before it and after the last) the read bandwidth is measured
+  // again on an array of probe_bytes, best of probe_repeats passes, and each decode fraction is
+  // taken against the readings around its round, not against the bandwidth of the run's start.
+  size_t probe_bytes = size_t{256} << 20;  // 8x a 32 MB last-level cache
+  int probe_repeats = 4;
+  bool decode_only = false;  // skip the prefills and the cache experiments (quick comparisons)
   int short_prompt = 128, long_prompt = 512;    // prefill lengths
   int short_context = 128, long_context = 900;  // decode: positions already cached
   int batch = 8;                                // batched decode (short context)
@@ -38,19 +44,22 @@ struct BenchOptions {
 struct BenchReport {
   std::string simd_target;
   int n_threads = 0;
-  std::string weights;      // storage type of the matrices: "F32", "F16", "BF16"
-  size_t weight_bytes = 0;  // read per decode step
+  bool decode_only = false;  // no prefill or cache-experiment figures
+  std::string weights;       // storage type of the matrices: "F32", "F16", "BF16"
+  size_t weight_bytes = 0;   // read per decode step
   double bandwidth_gbs = 0, fma_gflops = 0;
   int short_prompt = 0, long_prompt = 0, short_context = 0, long_context = 0, batch = 0;
   TimedRun prefill_short, prefill_long, decode_short, decode_long, decode_batch;
   // Roofline fractions: decode bytes/s over bandwidth, prefill FLOP/s over fma throughput.
+  // Decode fractions are against TimedRun::bandwidth, read beside each run's window.
   double decode_roofline_frac = 0;       // batch 1, short context
   double decode_long_roofline_frac = 0;  // batch 1, long context
-  double prefill_fma_frac = 0;           // long prompt
+  double decode_batch_roofline_frac = 0;
+  double prefill_fma_frac = 0;  // long prompt
   double prefill_short_fma_frac = 0;
   CacheExperiment seed;      // three prompts (10, 2, 4 tokens), 20 new tokens
   CacheExperiment run_64;    // one 64-token prompt, 64 new tokens
-  ResidentMemory memory;     // after the model runs; the peak is theirs alone
+  ResidentMemory memory;     // after the model runs, less the bandwidth probe's array
   size_t kv_bytes_peak = 0;  // the largest cache any run allocated
 };
 

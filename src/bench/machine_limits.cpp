@@ -93,36 +93,61 @@ struct FreeDeleter {
 
 }  // namespace
 
-Result<double> measure_read_bandwidth(size_t n_bytes, int repeats, const Parallel& par) {
+struct ReadBandwidthProbe::Array {
+  std::unique_ptr<float, FreeDeleter> data;
+  size_t n = 0;  // floats, a multiple of 64 per thread
+};
+
+Result<ReadBandwidthProbe> ReadBandwidthProbe::create(size_t n_bytes, const Parallel& par) {
   constexpr size_t kAlign = 4096;  // whole pages, and aligned for any vector width
   const int n_threads = std::max(par.n_threads, 1);
   // Whole blocks of 64 floats per thread: a multiple of 4 vectors on every target.
   const size_t block = 64, n = n_bytes / sizeof(float) / (block * n_threads) * block * n_threads;
   if (n == 0)
     return Status::error("bandwidth array of " + std::to_string(n_bytes) + " bytes is too small");
-  std::unique_ptr<float, FreeDeleter> array(static_cast<float*>(
+  auto array = std::make_shared<Array>();
+  array->data.reset(static_cast<float*>(
       std::aligned_alloc(kAlign, (n * sizeof(float) + kAlign - 1) / kAlign * kAlign)));
-  if (!array)
+  if (!array->data)
     return Status::error("cannot allocate the " + std::to_string(n_bytes) +
                          "-byte bandwidth array");
-  float* a = array.get();
+  array->n = n;
+  float* a = array->data.get();
   const size_t per_thread = n / n_threads;
   // Each thread writes its own part first, so its pages sit near it (first touch).
 #pragma omp parallel for num_threads(n_threads) schedule(static)
   for (int t = 0; t < n_threads; ++t) std::fill(a + t * per_thread, a + (t + 1) * per_thread, 1.0f);
+  ReadBandwidthProbe probe;
+  probe.array_ = std::move(array);
+  probe.n_threads_ = n_threads;
+  return probe;
+}
+
+double ReadBandwidthProbe::measure(int repeats) const {
+  const float* a = array_->data.get();
+  const size_t n = array_->n, per_thread = n / n_threads_;
   double best = 0.0;
   volatile float sink = 0.0f;
   for (int rep = 0; rep < std::max(repeats, 1); ++rep) {
     float sum = 0.0f;
     const auto start = Clock::now();
-#pragma omp parallel for num_threads(n_threads) schedule(static) reduction(+ : sum)
-    for (int t = 0; t < n_threads; ++t)
+#pragma omp parallel for num_threads(n_threads_) schedule(static) reduction(+ : sum)
+    for (int t = 0; t < n_threads_; ++t)
       sum += HWY_DYNAMIC_DISPATCH(SumArray)(a + t * per_thread, per_thread);
     const double seconds = seconds_since(start);
     sink = sink + sum;
     best = std::max(best, static_cast<double>(n * sizeof(float)) / seconds);
   }
   return best;
+}
+
+size_t ReadBandwidthProbe::bytes() const {
+  return array_->n * sizeof(float);
+}
+
+Result<double> measure_read_bandwidth(size_t n_bytes, int repeats, const Parallel& par) {
+  KVLM_ASSIGN_OR_RETURN(auto probe, ReadBandwidthProbe::create(n_bytes, par));
+  return probe.measure(repeats);
 }
 
 double measure_fma_throughput(int repeats, double seconds_per_run, const Parallel& par) {

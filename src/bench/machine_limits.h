@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 #include "kvlm/status.h"
 #include "ops/parallel.h"
@@ -14,6 +15,23 @@ namespace kvlm {
 // passes after one pass that touches the pages. Each thread sums its own contiguous part with
 // independent vector accumulators. Fails if the array cannot be allocated.
 Result<double> measure_read_bandwidth(size_t n_bytes, int repeats, const Parallel& par);
+
+// The same measurement, repeated beside each timed window: the array is allocated and touched
+// once, so a measurement costs only its passes (about 10 ms per 512 MB at 50 GB/s). Shared
+// machines here switch between bandwidth states within seconds, so a fraction of the roofline
+// is only meaningful against a bandwidth read right next to the window it judges.
+class ReadBandwidthProbe {
+ public:
+  static Result<ReadBandwidthProbe> create(size_t n_bytes, const Parallel& par);
+  // Bytes per second, best of `repeats` passes.
+  double measure(int repeats) const;
+  size_t bytes() const;  // of the array, all resident
+
+ private:
+  struct Array;
+  std::shared_ptr<Array> array_;
+  int n_threads_ = 1;
+};
 
 // fp32 FLOP/s (an fma counts 2) of independent fma chains in registers on every thread, best
 // of `repeats` runs of about `seconds_per_run` each.

@@ -58,7 +58,8 @@ Result<TimedRun> time_prefill(Model& model, int n_tokens, int repeats, const Par
 }
 
 Result<TimedRun> time_decode(Model& model, int batch, int context, int n_steps, int repeats,
-                             const Parallel& par, const KvStorageOptions& kv) {
+                             const Parallel& par, const KvStorageOptions& kv,
+                             const std::function<double()>& read_bandwidth) {
   const ModelConfig& c = model.config();
   repeats = std::max(repeats, 1);
   const int capacity = context + 1 + n_steps * repeats;  // +1: one untimed warm-up step
@@ -84,15 +85,19 @@ Result<TimedRun> time_decode(Model& model, int batch, int context, int n_steps, 
   run.tokens = static_cast<int64_t>(batch) * n_steps;
   run.seconds = std::numeric_limits<double>::infinity();
   int first_timed_pos = pos;
+  double bandwidth_before = read_bandwidth ? read_bandwidth() : 0.0;
   for (int rep = 0; rep < repeats; ++rep) {
     const int start_pos = pos;
     const auto start = Clock::now();
     for (int k = 0; k < n_steps; ++k) KVLM_RETURN_IF_ERROR(step());
     const double seconds = seconds_since(start);
+    const double bandwidth_after = read_bandwidth ? read_bandwidth() : 0.0;
     if (seconds < run.seconds) {
       run.seconds = seconds;
       first_timed_pos = start_pos;
+      run.bandwidth = (bandwidth_before + bandwidth_after) / 2;
     }
+    bandwidth_before = bandwidth_after;
   }
   for (int k = 0; k < n_steps; ++k) {
     const std::vector<ChunkShape> shapes(batch, ChunkShape{first_timed_pos + k, 1});

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "bench/roofline.h"
@@ -19,6 +20,9 @@ struct TimedRun {
   int64_t tokens = 0;   // tokens it processed (prefill) or generated (decode, all sequences)
   StepCost cost;        // roofline cost of the timed part
   size_t kv_bytes = 0;  // bytes of the cache it allocated
+  // Read bandwidth (bytes/s) measured right beside the timed window: the mean of the readings
+  // just before and just after it; 0 when the run was not given a probe.
+  double bandwidth = 0;
   double tokens_per_second() const { return seconds > 0 ? tokens / seconds : 0; }
 };
 
@@ -27,9 +31,12 @@ Result<TimedRun> time_prefill(Model& model, int n_tokens, int repeats, const Par
                               const KvStorageOptions& kv = {});
 
 // `batch` sequences with `context` positions already cached (prefilled, not timed) each take
-// n_steps decode steps of one token; best of `repeats` rounds of n_steps.
+// n_steps decode steps of one token; best of `repeats` rounds of n_steps. `read_bandwidth`,
+// when given, is called before each round and once after the last (never inside one), and the
+// fastest round's TimedRun::bandwidth is the mean of the two readings around it.
 Result<TimedRun> time_decode(Model& model, int batch, int context, int n_steps, int repeats,
-                             const Parallel& par, const KvStorageOptions& kv = {});
+                             const Parallel& par, const KvStorageOptions& kv = {},
+                             const std::function<double()>& read_bandwidth = {});
 
 // The seed's experiment: generate max_new tokens per prompt without and with the cache.
 struct CacheExperiment {

@@ -124,6 +124,8 @@ TEST(BenchSuiteTest, TinyRunReportsEveryKeyAndIdenticalCachedResults) {
   o.prefill_repeats = 1;
   o.decode_steps = 2;
   o.decode_repeats = 1;
+  o.probe_bytes = size_t{4} << 20;
+  o.probe_repeats = 1;
   o.short_prompt = 8;
   o.long_prompt = 16;
   o.short_context = 8;
@@ -154,9 +156,49 @@ TEST(BenchSuiteTest, TinyRunReportsEveryKeyAndIdenticalCachedResults) {
   }
   EXPECT_EQ(json["weights"], "F32");
   EXPECT_EQ(json["decode_batch"], 3);
+  // Each decode fraction is against the bandwidth read beside its own window.
+  for (const TimedRun* run : {&r.decode_short, &r.decode_long, &r.decode_batch})
+    EXPECT_GT(run->bandwidth, 0.0);
+  EXPECT_NEAR(r.decode_roofline_frac,
+              r.decode_short.cost.bytes / r.decode_short.seconds / r.decode_short.bandwidth, 1e-12);
+  EXPECT_GT(json["decode_bandwidth_gbs_ctx900"].get<double>(), 0.0);
   const std::string text = bench_report_text(r);
   EXPECT_NE(text.find("Why not 13.4x"), std::string::npos) << text;
   EXPECT_NE(text.find("of bandwidth"), std::string::npos) << text;
+}
+
+TEST(BenchSuiteTest, DecodeOnlySkipsPrefillAndExperiments) {
+  auto model = make_random_gpt2(test::tiny_gpt2_config(), RandomGpt2Options{});
+  ASSERT_TRUE(model) << model.message();
+  BenchOptions o;
+  o.bandwidth_bytes = o.probe_bytes = size_t{4} << 20;
+  o.limit_repeats = o.bandwidth_repeats = o.probe_repeats = 1;
+  o.fma_seconds = 0.005;
+  o.decode_steps = 2;
+  o.decode_repeats = 2;
+  o.short_context = 8;
+  o.long_context = 20;
+  o.batch = 2;
+  o.decode_only = true;
+  auto report = run_bench(*model.value(), o, Parallel{1});
+  ASSERT_TRUE(report) << report.message();
+  EXPECT_EQ(report->prefill_long.seconds, 0.0);
+  EXPECT_EQ(report->seed.cached_seconds, 0.0);
+  EXPECT_GT(report->decode_long.tokens_per_second(), 0.0);
+  EXPECT_GT(report->decode_batch_roofline_frac, 0.0);
+  const std::string text = bench_report_text(report.value());
+  EXPECT_EQ(text.find("prefill"), std::string::npos) << text;
+  EXPECT_NE(text.find("decode, batch 2"), std::string::npos) << text;
+}
+
+TEST(ReadBandwidthProbeTest, MeasuresRepeatedlyOnOneArray) {
+  auto probe = ReadBandwidthProbe::create(size_t{8} << 20, Parallel{2});
+  ASSERT_TRUE(probe) << probe.message();
+  EXPECT_LE(probe->bytes(), size_t{8} << 20);
+  EXPECT_GT(probe->bytes(), size_t{7} << 20);
+  EXPECT_GT(probe->measure(1), 0.0);
+  EXPECT_GT(probe->measure(2), 0.0);
+  EXPECT_FALSE(ReadBandwidthProbe::create(16, Parallel{2}));
 }
 
 }  // namespace

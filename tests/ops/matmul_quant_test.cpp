@@ -112,6 +112,40 @@ TEST(MatmulQuantTest, EveryTargetEqualsF32OnDequantizedWeightsAndTheReference) {
   });
 }
 
+// The fused Q8_0 kernel converts the fp16 block scales of several rows at once in vectors:
+// special scales (infinities, subnormals, negative zero, the largest half) must give the bits of
+// the scalar conversion that the F32 kernel on the dequantized matrix sees. NaN scales are left
+// out: they give NaN outputs in both kernels, but which NaN payload an add passes on depends on
+// the operand order the compiler picks (it treats adds as commutative), so only "NaN" is stable.
+TEST(MatmulQuantTest, Q8_0SpecialBlockScalesGiveTheDequantizedBits) {
+  const uint16_t kScales[] = {0x7c00, 0xfc00, 0x0001, 0x83ff, 0x8000, 0x3c00, 0x0400, 0x7bff};
+  std::mt19937 rng(23);
+  for_each_target([&](const SimdTarget&) {
+    for (int n_out : {3, 8, 11, 16}) {
+      const int n_in = 96;
+      QuantMatrix m = make_matrix(DType::kQ8_0, n_in, n_out, 0, rng);
+      uint8_t* base = m.bytes.data();
+      size_t k = 0;
+      for (int o = 0; o < n_out; ++o)
+        for (int b = 0; b < n_in / 32; ++b, ++k) {
+          const uint16_t d = kScales[(k * 7 + o) % std::size(kScales)];
+          std::memcpy(base + o * dtype_bytes(DType::kQ8_0, n_in) + b * 34, &d, 2);
+        }
+      for (int o = 0; o < n_out; ++o)
+        dequantize_row(m.values.data() + o * n_in, base + o * dtype_bytes(DType::kQ8_0, n_in),
+                       DType::kQ8_0, n_in);
+      for (int n_rows : {1, 5}) {
+        const std::vector<float> x = random_floats(n_rows * n_in, rng);
+        std::vector<float> out(n_rows * n_out), want(n_rows * n_out);
+        matmul_forward(out.data(), x.data(), m.view, nullptr, n_rows, Parallel{1});
+        matmul_forward(want.data(), x.data(), m.f32, nullptr, n_rows, Parallel{1});
+        EXPECT_EQ(0, std::memcmp(out.data(), want.data(), out.size() * 4))
+            << "n_out " << n_out << " rows " << n_rows;
+      }
+    }
+  });
+}
+
 TEST(MatmulQuantTest, RowsAreBitwiseIndependentOfBatchAndThreads) {
   std::mt19937 rng(5);
   for (DType type : {DType::kQ8_0, DType::kQ4_K}) {
