@@ -23,15 +23,15 @@ std::vector<uint8_t> f32_bytes(const float* v, size_t n) {
 
 class Exporter {
  public:
-  Exporter(GgufWriter* w, const GgufTypes& types, const ModelConfig& c)
-      : w_(w), types_(types), n_layer_(c.n_layer), tied_(c.tied_embeddings) {}
+  Exporter(GgufWriter* w, const GgufTypes& types, const ModelConfig& c, int n_threads)
+      : w_(w), types_(types), n_layer_(c.n_layer), tied_(c.tied_embeddings), threads_(n_threads) {}
 
   // Quantized types need whole blocks per row; other matrices keep their (plain) type, as
   // loading with --weights does (convert_matrix_on_load), so both give the same bits.
   Status matrix(const std::string& name, const WeightMatrix& m) {
     const DType type =
         gguf_stored_type(types_, gguf_matrix_type(types_, name, n_layer_, tied_), m.n_in, m.dtype);
-    auto bytes = weight_matrix_bytes(m, type, "tensor '" + name + "'");
+    auto bytes = weight_matrix_bytes(m, type, "tensor '" + name + "'", threads_);
     if (!bytes) return bytes.status();
     w_->add_tensor(name, {m.n_in, m.n_out}, type, std::move(bytes.value()));
     return Status::ok();
@@ -45,6 +45,7 @@ class Exporter {
   GgufTypes types_;
   int n_layer_;
   bool tied_;
+  int threads_;
 };
 
 void common_keys(GgufWriter* w, const std::string& arch, const ModelConfig& c, DType type) {
@@ -59,12 +60,12 @@ void common_keys(GgufWriter* w, const std::string& arch, const ModelConfig& c, D
   w->add_u32(arch + ".attention.head_count_kv", c.n_kv_head);
 }
 
-Status export_gpt2(GgufWriter* w, const Gpt2Model& model, const GgufTypes& types) {
+Status export_gpt2(GgufWriter* w, const Gpt2Model& model, const GgufTypes& types, int n_threads) {
   const ModelConfig& c = model.config();
   const Gpt2Weights& g = model.weights();
   common_keys(w, "gpt2", c, types.type);
   w->add_f32("gpt2.attention.layer_norm_epsilon", c.norm_eps);
-  Exporter e(w, types, c);
+  Exporter e(w, types, c, n_threads);
   const int64_t C = c.n_embd, F = c.n_ff;
   KVLM_RETURN_IF_ERROR(e.matrix("token_embd.weight", g.wte));
   w->add_tensor("position_embd.weight", {C, c.n_ctx}, DType::kF32,
@@ -91,7 +92,7 @@ Status export_gpt2(GgufWriter* w, const Gpt2Model& model, const GgufTypes& types
   return Status::ok();
 }
 
-Status export_llama(GgufWriter* w, const LlamaModel& model, const GgufTypes& types) {
+Status export_llama(GgufWriter* w, const LlamaModel& model, const GgufTypes& types, int n_threads) {
   const LlamaConfig& lc = model.llama_config();
   const ModelConfig& c = lc.model;
   if (lc.attention_bias || lc.mlp_bias || lc.sliding_window > 0)
@@ -110,7 +111,7 @@ Status export_llama(GgufWriter* w, const LlamaModel& model, const GgufTypes& typ
     w->add_f32("llama.rope.scaling.factor", lc.rope_scaling.factor);
   }
   const LlamaWeights& g = model.weights();
-  Exporter e(w, types, c);
+  Exporter e(w, types, c, n_threads);
   const int64_t C = c.n_embd;
   KVLM_RETURN_IF_ERROR(e.matrix("token_embd.weight", g.embed));
   for (int l = 0; l < c.n_layer; ++l) {
@@ -223,12 +224,12 @@ DType gguf_stored_type(const GgufTypes& types, DType preferred, int64_t n_in, DT
 }
 
 Status write_gguf(const Model& model, const Tokenizer* tokenizer, const GgufTypes& types,
-                  const std::string& path) {
+                  const std::string& path, int n_threads) {
   GgufWriter w;
   if (const auto* gpt2 = dynamic_cast<const Gpt2Model*>(&model)) {
-    KVLM_RETURN_IF_ERROR(export_gpt2(&w, *gpt2, types));
+    KVLM_RETURN_IF_ERROR(export_gpt2(&w, *gpt2, types, n_threads));
   } else if (const auto* llama = dynamic_cast<const LlamaModel*>(&model)) {
-    KVLM_RETURN_IF_ERROR(export_llama(&w, *llama, types));
+    KVLM_RETURN_IF_ERROR(export_llama(&w, *llama, types, n_threads));
   } else {
     return Status::error("this model's architecture has no GGUF writer");
   }

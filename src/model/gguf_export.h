@@ -41,8 +41,9 @@ DType gguf_stored_type(const GgufTypes& types, DType preferred, int64_t n_in, DT
 
 // `tokenizer` may be null (then the file has no tokenizer.ggml.* keys). Supported tokenizers:
 // byte-level BPE (GPT-2, Llama 3) and llama2.c / SentencePiece vocabularies with scores.
+// Matrices are converted with `n_threads` threads (the bytes do not depend on it).
 Status write_gguf(const Model& model, const Tokenizer* tokenizer, const GgufTypes& types,
-                  const std::string& path);
+                  const std::string& path, int n_threads = 1);
 inline Status write_gguf(const Model& model, const Tokenizer* tokenizer, DType type,
                          const std::string& path) {
   return write_gguf(model, tokenizer, GgufTypes{type, false}, path);

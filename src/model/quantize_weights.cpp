@@ -1,5 +1,6 @@
 #include "model/quantize_weights.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "ops/quant.h"
@@ -27,25 +28,32 @@ bool store_row(std::vector<uint8_t>* out, const float* row, size_t n, DType to) 
 }
 
 Result<std::vector<uint8_t>> weight_matrix_bytes(const WeightMatrix& m, DType to,
-                                                 const std::string& name) {
+                                                 const std::string& name, int n_threads) {
   const size_t n_in = m.n_in, n_out = m.n_out;
   const size_t block = dtype_block_elements(to);
   if (n_in % block != 0)
     return Status::error(name + ": " + dtype_name(to) + " stores rows in blocks of " +
                          std::to_string(block) + " values, but the matrix's input width is " +
                          std::to_string(n_in));
-  std::vector<uint8_t> out;
-  out.reserve(dtype_bytes(to, n_in * n_out));
-  std::vector<float> row(n_in);
-  const size_t row_bytes = dtype_bytes(m.dtype, n_in);
-  for (size_t o = 0; o < n_out; ++o) {
-    if (m.layout == WeightLayout::kOutIn) {
-      dequantize_row(row.data(), static_cast<const uint8_t*>(m.data) + o * row_bytes, m.dtype,
-                     n_in);
-    } else {  // kInOut: plain types only
-      for (size_t i = 0; i < n_in; ++i) row[i] = load_as_f32(m.data, m.dtype, i * n_out + o);
+  const size_t in_bytes = dtype_bytes(m.dtype, n_in), out_bytes = dtype_bytes(to, n_in);
+  std::vector<uint8_t> out(out_bytes * n_out);
+  const int threads = static_cast<int>(std::clamp<size_t>(n_out, 1, std::max(1, n_threads)));
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<float> row(n_in);
+    std::vector<uint8_t> converted;
+#pragma omp for schedule(static)
+    for (size_t o = 0; o < n_out; ++o) {
+      if (m.layout == WeightLayout::kOutIn) {
+        dequantize_row(row.data(), static_cast<const uint8_t*>(m.data) + o * in_bytes, m.dtype,
+                       n_in);
+      } else {  // kInOut: plain types only
+        for (size_t i = 0; i < n_in; ++i) row[i] = load_as_f32(m.data, m.dtype, i * n_out + o);
+      }
+      converted.clear();
+      store_row(&converted, row.data(), n_in, to);
+      std::memcpy(out.data() + o * out_bytes, converted.data(), out_bytes);
     }
-    store_row(&out, row.data(), n_in, to);
   }
   return out;
 }

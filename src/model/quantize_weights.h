@@ -24,9 +24,11 @@ Result<WeightMatrix> convert_weight_matrix(const WeightMatrix& m, DType to, Owne
 Result<WeightMatrix> convert_matrix_on_load(const WeightMatrix& m, DType to, OwnedTensors* owned,
                                             const std::string& name);
 
-// The bytes of `m` as `to` in [n_out, n_in] order (what a GGUF file stores).
+// The bytes of `m` as `to` in [n_out, n_in] order (what a GGUF file stores). Rows are
+// converted independently, split over `n_threads` (the K-quant quantizers' scale searches make
+// about 7M weights/s per core), so the bytes do not depend on the thread count.
 Result<std::vector<uint8_t>> weight_matrix_bytes(const WeightMatrix& m, DType to,
-                                                 const std::string& name);
+                                                 const std::string& name, int n_threads = 1);
 
 // n fp32 values stored as `to` (any type), appended to `out`.
 bool store_row(std::vector<uint8_t>* out, const float* row, size_t n, DType to);

@@ -12,6 +12,8 @@
 #include "model/gguf_export.h"
 #include "model/llama_random.h"
 #include "model/loader.h"
+#include "model/quantize_weights.h"
+#include "ops/quant.h"
 #include "support/test_support.h"
 
 namespace kvlm {
@@ -171,6 +173,39 @@ TEST(QuantizedMix, Q4KMixRuleAndFile) {
   ASSERT_NE(model, nullptr);
   const Logits cached = run(*model, kPrompts, true, 1);
   expect_same_bits(cached, run(*model, kPrompts, false, 3), "uncached, 3 threads");
+}
+
+// Converting a matrix splits its rows over threads: the same bytes at 1 and 3 threads, each row
+// what the row quantizer makes of it; a transposed (kInOut) source gives the same rows.
+TEST(QuantizedMix, MatrixBytesDoNotDependOnThreads) {
+  const size_t n_out = 37, n_in = 512;
+  std::vector<float> w(n_out * n_in), t(n_out * n_in);
+  uint32_t s = 7;
+  for (float& v : w) {
+    s = s * 1664525u + 1013904223u;
+    v = static_cast<float>(s >> 8) / 16777216.0f - 0.5f;
+  }
+  for (size_t o = 0; o < n_out; ++o)
+    for (size_t i = 0; i < n_in; ++i) t[i * n_out + o] = w[o * n_in + i];
+  WeightMatrix m;
+  m.dtype = DType::kF32;
+  m.layout = WeightLayout::kOutIn;
+  m.n_in = n_in;
+  m.n_out = n_out;
+  m.data = w.data();
+  WeightMatrix mt = m;
+  mt.layout = WeightLayout::kInOut;
+  mt.data = t.data();
+  for (DType type : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0}) {
+    const auto one = weight_matrix_bytes(m, type, "m", 1),
+               three = weight_matrix_bytes(m, type, "m", 3);
+    ASSERT_TRUE(one.is_ok() && three.is_ok());
+    EXPECT_EQ(one.value(), three.value()) << dtype_name(type);
+    EXPECT_EQ(one.value(), weight_matrix_bytes(mt, type, "m", 2).value()) << dtype_name(type);
+    std::vector<uint8_t> row(dtype_bytes(type, n_in));
+    ASSERT_TRUE(quantize_row(row.data(), w.data() + 5 * n_in, type, n_in));
+    EXPECT_TRUE(std::equal(row.begin(), row.end(), one->begin() + 5 * row.size()));
+  }
 }
 
 TEST(QuantizedGpt2, CachedEqualsUncachedAndThreadInvariant) {

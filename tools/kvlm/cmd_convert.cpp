@@ -1,10 +1,12 @@
 // kvlm convert: writes a model as a GGUF file that kvlm and llama.cpp both load.
 //   kvlm convert --model PATH --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k|q6_k|q4_k_mix]
-//                [--tokenizer PATH | --no-tokenizer]
+//                [--tokenizer PATH | --no-tokenizer] [--threads N]
 // The model is anything `--model` takes (a Hugging Face folder, a llama2.c model.bin, a GGUF);
 // its tokenizer (the folder's own, or --tokenizer) goes into the file's tokenizer.ggml.* keys.
 // Writing is in src/model/gguf_export.cpp.
+#include <algorithm>
 #include <cstdio>
+#include <thread>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -21,6 +23,7 @@ struct ConvertFlags {
   std::string type = "f32";
   std::string tokenizer;
   bool no_tokenizer = false;
+  int threads = 0;  // 0: all cores
 };
 
 int run_convert(const ConvertFlags& flags) {
@@ -44,7 +47,10 @@ int run_convert(const ConvertFlags& flags) {
                    loaded.message().c_str());
     }
   }
-  auto status = write_gguf(*model.value(), tokenizer.get(), types, flags.out);
+  const int threads = flags.threads > 0
+                          ? flags.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto status = write_gguf(*model.value(), tokenizer.get(), types, flags.out, threads);
   if (!status.is_ok()) return fail(status);
   std::fprintf(stderr, "kvlm convert: wrote %s (%s%s)\n", flags.out.c_str(), flags.type.c_str(),
                tokenizer ? ", with tokenizer" : "");
@@ -68,6 +74,10 @@ void add_convert_command(CLI::App& app, int* exit_code) {
   auto* tok = cmd->add_option("--tokenizer", flags->tokenizer,
                               "Tokenizer to store (default: the model folder's own)");
   cmd->add_flag("--no-tokenizer", flags->no_tokenizer, "Write no tokenizer")->excludes(tok);
+  cmd->add_option("--threads", flags->threads,
+                  "Threads quantizing the matrices, at most 256 (default: all cores; the bytes "
+                  "written do not depend on it)")
+      ->check(CLI::Range(0, 256));
   cmd->callback([flags, exit_code] { *exit_code = run_convert(*flags); });
 }
 
