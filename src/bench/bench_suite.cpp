@@ -66,7 +66,7 @@ Result<BenchReport> run_bench(Model& model, const BenchOptions& o, const Paralle
   // so the model runs' own peak is the peak less its bytes. The first bandwidth array is freed.
   KVLM_ASSIGN_OR_RETURN(auto probe, ReadBandwidthProbe::create(o.probe_bytes, par));
   KVLM_RETURN_IF_ERROR(reset_peak_resident_memory());
-  const auto read_bandwidth = [&] { return probe.measure(o.probe_repeats); };
+  const auto read_bandwidth = [&] { return probe.measure_sustained(o.probe_seconds); };
 
   const int decode_positions = 1 + o.decode_steps * std::max(o.decode_repeats, 1);
   r.short_prompt = fit(o.short_prompt, c.n_ctx);

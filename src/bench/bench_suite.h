@@ -28,10 +28,10 @@ struct BenchOptions {
   int decode_steps = 16;  // timed decode steps per round
   int decode_repeats = 4;
   // Beside every decode round (before it and after the last) the read bandwidth is measured
-  // again on an array of probe_bytes, best of probe_repeats passes, and each decode fraction is
-  // taken against the readings around its round, not against the bandwidth of the run's start.
+  // again on an array of probe_bytes, sustained over probe_seconds, and each decode fraction is
+  // taken against the readings around its round, not against the peak of the run's start.
   size_t probe_bytes = size_t{256} << 20;  // 8x a 32 MB last-level cache
-  int probe_repeats = 4;
+  double probe_seconds = 0.1;              // about as long as a round of 16 decode steps
   bool decode_only = false;  // skip the prefills and the cache experiments (quick comparisons)
   int short_prompt = 128, long_prompt = 512;    // prefill lengths
   int short_context = 128, long_context = 900;  // decode: positions already cached

@@ -141,6 +141,25 @@ double ReadBandwidthProbe::measure(int repeats) const {
   return best;
 }
 
+double ReadBandwidthProbe::measure_sustained(double seconds) const {
+  const float* a = array_->data.get();
+  const size_t n = array_->n, per_thread = n / n_threads_;
+  volatile float sink = 0.0f;
+  size_t passes = 0;
+  const auto start = Clock::now();
+  double elapsed = 0.0;
+  do {
+    float sum = 0.0f;
+#pragma omp parallel for num_threads(n_threads_) schedule(static) reduction(+ : sum)
+    for (int t = 0; t < n_threads_; ++t)
+      sum += HWY_DYNAMIC_DISPATCH(SumArray)(a + t * per_thread, per_thread);
+    sink = sink + sum;
+    ++passes;
+    elapsed = seconds_since(start);
+  } while (elapsed < seconds);
+  return static_cast<double>(passes * n * sizeof(float)) / elapsed;
+}
+
 size_t ReadBandwidthProbe::bytes() const {
   return array_->n * sizeof(float);
 }

@@ -17,14 +17,20 @@ namespace kvlm {
 Result<double> measure_read_bandwidth(size_t n_bytes, int repeats, const Parallel& par);
 
 // The same measurement, repeated beside each timed window: the array is allocated and touched
-// once, so a measurement costs only its passes (about 10 ms per 512 MB at 50 GB/s). Shared
-// machines here switch between bandwidth states within seconds, so a fraction of the roofline
-// is only meaningful against a bandwidth read right next to the window it judges.
+// once, so a measurement costs only its passes (about 5 ms per 256 MB at 50 GB/s). Shared
+// machines here switch between bandwidth states within milliseconds to seconds, so a fraction
+// of the roofline is only meaningful against a bandwidth read right next to the window it
+// judges.
 class ReadBandwidthProbe {
  public:
   static Result<ReadBandwidthProbe> create(size_t n_bytes, const Parallel& par);
-  // Bytes per second, best of `repeats` passes.
+  // Bytes per second, best of `repeats` passes: the machine's peak.
   double measure(int repeats) const;
+  // Bytes per second sustained over passes for at least `seconds`: all bytes over all the time.
+  // Single passes here (about 5 ms each) range from 11 to 73 GB/s within a second as other
+  // tenants come and go, so a window of decode steps is judged against what a plain stream got
+  // over a window as long, not against the best pass.
+  double measure_sustained(double seconds) const;
   size_t bytes() const;  // of the array, all resident
 
  private:

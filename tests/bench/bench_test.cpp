@@ -125,7 +125,7 @@ TEST(BenchSuiteTest, TinyRunReportsEveryKeyAndIdenticalCachedResults) {
   o.decode_steps = 2;
   o.decode_repeats = 1;
   o.probe_bytes = size_t{4} << 20;
-  o.probe_repeats = 1;
+  o.probe_seconds = 0.001;
   o.short_prompt = 8;
   o.long_prompt = 16;
   o.short_context = 8;
@@ -172,7 +172,8 @@ TEST(BenchSuiteTest, DecodeOnlySkipsPrefillAndExperiments) {
   ASSERT_TRUE(model) << model.message();
   BenchOptions o;
   o.bandwidth_bytes = o.probe_bytes = size_t{4} << 20;
-  o.limit_repeats = o.bandwidth_repeats = o.probe_repeats = 1;
+  o.limit_repeats = o.bandwidth_repeats = 1;
+  o.probe_seconds = 0.001;
   o.fma_seconds = 0.005;
   o.decode_steps = 2;
   o.decode_repeats = 2;
@@ -198,6 +199,8 @@ TEST(ReadBandwidthProbeTest, MeasuresRepeatedlyOnOneArray) {
   EXPECT_GT(probe->bytes(), size_t{7} << 20);
   EXPECT_GT(probe->measure(1), 0.0);
   EXPECT_GT(probe->measure(2), 0.0);
+  EXPECT_GT(probe->measure_sustained(0.0), 0.0);  // at least one pass, whatever the time
+  EXPECT_GT(probe->measure_sustained(0.01), 0.0);
   EXPECT_FALSE(ReadBandwidthProbe::create(16, Parallel{2}));
 }
 

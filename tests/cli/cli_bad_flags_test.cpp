@@ -48,6 +48,15 @@ TEST_F(CliBadFlags, RefusedWithExitOneNamingTheFlag) {
   const auto unknown_command = test::run_kvlm("frobnicate");
   EXPECT_EQ(unknown_command.exit_code, 1) << unknown_command.err;
   EXPECT_EQ(test::run_kvlm("generate --help").exit_code, 0);
+  // kvlm bench: an unknown SIMD target is refused before any model is made, the ones this CPU
+  // runs listed; --decode-only belongs to the default benchmark only.
+  const auto simd = test::run_kvlm("bench --simd NOSUCH");
+  EXPECT_EQ(simd.exit_code, 1) << simd.err;
+  EXPECT_THAT(simd.err, HasSubstr("--simd"));
+  EXPECT_THAT(simd.err, HasSubstr("NOSUCH"));
+  const auto decode_only = test::run_kvlm("bench --decode-only --paged");
+  EXPECT_EQ(decode_only.exit_code, 1) << decode_only.err;
+  EXPECT_THAT(decode_only.err, HasSubstr("--decode-only"));
 }
 
 TEST_F(CliBadFlags, HugeKvMemoryOnlyCostsWhatTheRunUses) {

@@ -12,6 +12,7 @@
 #include "kv_flags.h"
 #include "kvlm/engine.h"
 #include "model/random_gpt2.h"
+#include "ops/dispatch.h"
 
 namespace kvlm::cli {
 
@@ -26,7 +27,23 @@ struct BenchFlags {
   EngineBenchOptions engine_options;
   std::string kv_dtype;      // --kv-dtype
   bool decode_only = false;  // --decode-only: the three decode runs and the limits alone
+  std::string simd;          // --simd: run every kernel on this Highway target
 };
+
+// --simd NAME: pins the kernels (and the limits' loops) to one of the targets this CPU runs,
+// so one machine measures the other kind's path too (AVX2 on an AVX-512 machine).
+Status pin_simd_from_flag(const std::string& name) {
+  if (name.empty()) return Status::ok();
+  std::string names;
+  for (const SimdTarget& t : available_simd_targets()) {
+    if (t.name == name) {
+      pin_simd_target(t.id);
+      return Status::ok();
+    }
+    names += (names.empty() ? "" : ", ") + t.name;
+  }
+  return Status::error("--simd: this CPU runs " + names + "; not '" + name + "'");
+}
 
 Result<std::unique_ptr<Model>> bench_model(const ModelFlags& flags) {
   if (!flags.model.empty()) return load_model_from_flags(flags);
@@ -90,6 +107,7 @@ int run_bench_command(const BenchFlags& flags) {
   if (flags.decode_only && (flags.paged || flags.engine))
     return fail(
         Status::error("--decode-only applies to the default benchmark, not --paged or --engine"));
+  KVLM_CLI_RETURN_IF_ERROR(pin_simd_from_flag(flags.simd));
   if (flags.paged) return run_paged_bench_command(flags);
   if (flags.engine) return run_engine_bench_command(flags);
   const auto start = std::chrono::steady_clock::now();
@@ -142,6 +160,10 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--decode-only", flags->decode_only,
                 "Only the decode runs (batch 1 at 128 and 900 cached, batch 8) and the machine's "
                 "limits, for quick back-to-back comparisons (about 6 s)");
+  cmd->add_option(
+      "--simd", flags->simd,
+      "Run the kernels on this SIMD target instead of the best one (a name from the "
+      "report's 'SIMD' line: AVX3, AVX2, SSE4, ...), to measure another machine's path");
   EngineBenchOptions& e = flags->engine_options;
   cmd->add_option("--requests", e.n_requests, "With --engine: requests (default 64)")
       ->check(CLI::Range(1, 4096));
