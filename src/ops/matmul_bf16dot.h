@@ -14,7 +14,7 @@
 //   * dot2(acc, x0, x1, w0, w1) is one lane of vdpbf16ps: acc = fma(x1, w1, acc), then
 //     acc = fma(x0, w0, acc), each rounded to nearest even, denormal inputs (acc and weights)
 //     read as zero and a denormal result flushed to zero (measured equal to the instruction on
-//     Zen 4 over 10^7 random lanes, denormal and overflowing ranges included; Intel's manual
+//     Zen 5 over 10^7 random lanes, denormal and overflowing ranges included; Intel's manual
 //     states the same order). A bf16 product is exact in fp32, so away from denormals each
 //     step is one fused multiply-add.
 //   * kInOut (W [I, O]): per output o, acc = 0; for p in 0..ceil(I/2)-1:
