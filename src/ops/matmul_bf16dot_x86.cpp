@@ -35,15 +35,16 @@ namespace {
 
 constexpr size_t kLanes = 16;  // fp32 lanes of a zmm register, = bf16 pairs
 
-// kInOut tiled (prefill). The packed x block (96 rows x 512 pairs, 192 KB) and the weight
-// panel (512 pairs x 48 columns, 96 KB) stay in L2, on the thread's stack. Long reduction
+// kInOut tiled (prefill). The packed x block (192 rows x 384 pairs, 288 KB) and the weight
+// panel (384 pairs x 48 columns, 72 KB) stay in L2, on the thread's stack. Long reduction
 // blocks keep the block of `out` a thread revisits small (GPT-2's 768-input matrices take one
-// block, so each output is stored once).
+// block, so each output is stored once); tall row blocks pack each weight panel (strided reads
+// from memory, the costly part of packing) for more rows.
 constexpr int kTileRows = 8;
 constexpr int kTileVecs = 3;
 constexpr size_t kTileCols = kTileVecs * kLanes;
-constexpr size_t kBlockPairs = 512;
-constexpr size_t kBlockRows = 96;
+constexpr size_t kBlockPairs = 384;
+constexpr size_t kBlockRows = 192;
 static_assert(kBlockRows % kTileRows == 0, "row blocks are whole tiles");
 
 // kInOut row stream (few rows): x pairs packed per block of this many pairs.
@@ -109,6 +110,13 @@ KVLM_BF16DOT_NOINLINE void PackPanel(uint32_t* p, const uint16_t* w, size_t n_in
     const size_t i = 2 * (p0 + q);
     const uint16_t* r0 = w + i * n_out + col;
     const uint16_t* r1 = i + 1 < n_in ? r0 + n_out : nullptr;
+    // The next strip's part of these rows: fetched now, packed after this strip's tiles.
+    _mm_prefetch(reinterpret_cast<const char*>(r0 + kTileCols), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(r0 + kTileCols + 32), _MM_HINT_T0);
+    if (r1) {
+      _mm_prefetch(reinterpret_cast<const char*>(r1 + kTileCols), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(r1 + kTileCols + 32), _MM_HINT_T0);
+    }
     for (int v = 0; v < kTileVecs; ++v) {
       const size_t c = v * kLanes;
       const size_t n = c < n_cols ? n_cols - c : 0;
