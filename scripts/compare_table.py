@@ -7,10 +7,12 @@ RESULTS_DIR holds one pair of files per interleaved round i (1, 2, ...):
   llama_<i>.json   llama-bench -o json output(s) of that round, concatenated: arrays of objects
                    with n_prompt, n_gen, n_depth, n_threads, avg_ts (tokens/s)
   kvlm_<i>.json    kvlm bench --json of that round: prefill_tps_128/512, decode_tps_b1_ctx128/900,
-                   bandwidth_gbs, threads, weights
+                   bandwidth_gbs, decode_bandwidth_gbs_ctx128/900 (the bandwidth measured right
+                   next to each decode window, when the kvlm build reports it), threads, weights
 Prints one row per measurement both engines made: each engine's median [range] over the rounds,
 and the median [range] of the per-round ratios kvlm / llama.cpp (a ratio is taken within a
-round, so both sides saw the same machine state), with the bandwidth kvlm measured in the round.
+round, so both sides saw the same machine state), with the bandwidth kvlm measured: next to the
+decode window for decode rows, over the whole run otherwise.
 Exit 1 with a message naming the file and field on malformed input.
 """
 import json
@@ -19,12 +21,12 @@ import re
 import statistics
 import sys
 
-# (label, kvlm key, llama-bench (n_prompt, n_gen, n_depth))
+# (label, kvlm key, llama-bench (n_prompt, n_gen, n_depth), kvlm's bandwidth key next to it)
 ROWS = [
-    ("prefill 128 tokens", "prefill_tps_128", (128, 0, 0)),
-    ("prefill 512 tokens", "prefill_tps_512", (512, 0, 0)),
-    ("decode, 128 cached", "decode_tps_b1_ctx128", (0, None, 128)),
-    ("decode, 900 cached", "decode_tps_b1_ctx900", (0, None, 900)),
+    ("prefill 128 tokens", "prefill_tps_128", (128, 0, 0), None),
+    ("prefill 512 tokens", "prefill_tps_512", (512, 0, 0), None),
+    ("decode, 128 cached", "decode_tps_b1_ctx128", (0, None, 128), "decode_bandwidth_gbs_ctx128"),
+    ("decode, 900 cached", "decode_tps_b1_ctx900", (0, None, 900), "decode_bandwidth_gbs_ctx900"),
 ]
 
 
@@ -108,7 +110,7 @@ def table(results_dir):
                     if (m := re.fullmatch(r"kvlm_(\d+)\.json", f)))
     if not rounds:
         raise InputError(f"{results_dir}: no kvlm_<i>.json files (run scripts/compare.sh)")
-    per_row = {label: {"kvlm": [], "llama": [], "ratio": [], "bw": []} for label, _, _ in ROWS}
+    per_row = {label: {"kvlm": [], "llama": [], "ratio": [], "bw": []} for label, *_ in ROWS}
     threads, weights = set(), set()
     for i in rounds:
         kvlm_path = os.path.join(results_dir, f"kvlm_{i}.json")
@@ -119,8 +121,9 @@ def table(results_dir):
         threads.add(int(number(kvlm, "threads", kvlm_path)))
         threads |= llama_threads
         weights.add(str(kvlm.get("weights", "?")))
-        for label, key, want in ROWS:
+        for label, key, want, bw_key in ROWS:
             k = number(kvlm, key, kvlm_path) if key in kvlm else None
+            bw = number(kvlm, bw_key, kvlm_path) if bw_key in kvlm else bandwidth
             ll = llama_value(llama, want)
             row = per_row[label]
             if k is not None:
@@ -129,14 +132,14 @@ def table(results_dir):
                 row["llama"].append(ll)
             if k is not None and ll is not None and ll > 0:
                 row["ratio"].append(k / ll)
-                row["bw"].append(bandwidth)
+                row["bw"].append(bw)
     lines = [f"kvlm ({'/'.join(sorted(weights))} weights) against llama.cpp: {len(rounds)} "
              f"interleaved round(s), threads {'/'.join(str(t) for t in sorted(threads))}; "
              "median [range], tokens/s",
              "",
              "| | kvlm | llama.cpp | kvlm / llama.cpp | bandwidth, GB/s |",
              "| --- | --- | --- | --- | --- |"]
-    for label, _, _ in ROWS:
+    for label, *_ in ROWS:
         row = per_row[label]
         if not row["kvlm"] and not row["llama"]:
             continue

@@ -80,6 +80,28 @@ TEST(CompareScriptTest, TableHasMediansRangesAndPerRoundRatios) {
       << r.out;
 }
 
+// A kvlm build that measures the bandwidth next to each decode window
+// (decode_bandwidth_gbs_ctx128/900): decode rows show that one, prefill rows the run's.
+TEST(CompareScriptTest, DecodeRowsUseTheBandwidthNextToTheirWindow) {
+  SKIP_WITHOUT_PYTHON3();
+  TempDir dir;
+  write_two_rounds(dir);
+  for (const char* name : {"kvlm_1.json", "kvlm_2.json"}) {
+    std::string kvlm = test::read_text(dir.file(name));
+    const size_t brace = kvlm.rfind('}');
+    ASSERT_NE(brace, std::string::npos);
+    const std::string extra = std::string(name) == "kvlm_1.json"
+                                  ? ",\"decode_bandwidth_gbs_ctx128\": 40.5"
+                                  : ",\"decode_bandwidth_gbs_ctx128\": 50.5";
+    kvlm.insert(brace, extra);
+    test::write_text(dir.file(name), kvlm);
+  }
+  const CommandResult r = run(table_command(dir.path()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("0.07x [0.06x-0.09x] | 45.5 [40.5-50.5] |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0.09x [0.07x-0.12x] | 18.2 [8.3-28.0] |"), std::string::npos) << r.out;
+}
+
 TEST(CompareScriptTest, MalformedInputNamesTheFileAndField) {
   SKIP_WITHOUT_PYTHON3();
   {
