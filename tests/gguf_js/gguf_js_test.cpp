@@ -124,48 +124,108 @@ LlamaConfig llama_config() {
   return lc;
 }
 
-TEST(GgufJs, HuggingFaceReaderAgreesWithWhatConvertWrites) {
+struct ConvertedFile {
+  std::string path, arch, type;
+  const ModelConfig* config;
+};
+
+// Installs the reader beside the test binary (once); "" when it is ready, else why not.
+std::string install_reader(const fs::path& work) {
   std::string version;
-  KVLM_NEED(run("node -p 'process.versions.node.split(\".\")[0]'", &version) == 0 &&
-                std::atoi(version.c_str()) >= 20,
-            "node >= 20 is needed to run @huggingface/gguf (found: " +
-                (version.empty() ? std::string("no node") : version) + ")");
+  if (run("node -p 'process.versions.node.split(\".\")[0]'", &version) != 0 ||
+      std::atoi(version.c_str()) < 20)
+    return "node >= 20 is needed to run @huggingface/gguf (found: " +
+           (version.empty() ? std::string("no node") : version) + ")";
   const fs::path source = fs::path(test::source_dir()) / "tests" / "gguf_js";
-  const fs::path work = fs::path(KVLM_BINARY).parent_path() / "gguf_js";
   fs::create_directories(work);
   for (const char* name : {"package.json", "package-lock.json", "check_gguf.mjs"})
     fs::copy_file(source / name, work / name, fs::copy_options::overwrite_existing);
-  if (!fs::exists(work / "node_modules" / "@huggingface" / "gguf" / "package.json")) {
-    std::string npm;
-    const int code = run("cd '" + work.string() + "' && npm ci --no-audit --no-fund", &npm);
-    KVLM_NEED(code == 0, "npm ci could not install @huggingface/gguf (no registry?):\n" + npm);
-  }
+  if (fs::exists(work / "node_modules" / "@huggingface" / "gguf" / "package.json")) return "";
+  std::string npm;
+  if (run("cd '" + work.string() + "' && npm ci --no-audit --no-fund", &npm) != 0)
+    return "npm ci could not install @huggingface/gguf (no registry?):\n" + npm;
+  return "";
+}
 
-  // The two models, as Hugging Face folders.
-  test::TempDir dir;
-  const std::string gpt2_dir = dir.file("gpt2"), llama_dir = dir.file("llama");
+// The GPT-2 (with a byte-level vocabulary: the 256 bytes and <|endoftext|>) and the Llama as
+// Hugging Face folders.
+void write_models(const std::string& gpt2_dir, const std::string& llama_dir) {
   fs::create_directories(gpt2_dir);
   fs::create_directories(llama_dir);
-  const ModelConfig g = gpt2_config();
-  ASSERT_TRUE(write_random_gpt2(gpt2_dir, g, RandomGpt2Options{}).is_ok());
+  ASSERT_TRUE(write_random_gpt2(gpt2_dir, gpt2_config(), RandomGpt2Options{}).is_ok());
   nlohmann::json vocab = nlohmann::json::object();
   for (int b = 0; b < 256; ++b)
     vocab[bytes_to_byte_level(std::string(1, static_cast<char>(b)))] = b;
   vocab["<|endoftext|>"] = 256;
   test::write_text(gpt2_dir + "/vocab.json", vocab.dump());
   test::write_text(gpt2_dir + "/merges.txt", "#version: 0.2\n");
-  const LlamaConfig lc = llama_config();
-  ASSERT_TRUE(write_llama_hf(llama_dir, random_llama_weights(lc, 4), {}).is_ok());
+  ASSERT_TRUE(write_llama_hf(llama_dir, random_llama_weights(llama_config(), 4), {}).is_ok());
+}
 
-  struct File {
-    std::string path, arch, type;
-    const ModelConfig* config;
-  };
-  std::vector<File> files;
+// What the reader saw in one file (`s`) against what the format and the --type rule say.
+void check_file(const ConvertedFile& f, const nlohmann::json& s) {
+  const ModelConfig& c = *f.config;
+  SCOPED_TRACE(f.path);
+  const nlohmann::json& m = s["metadata"];
+  EXPECT_EQ(m["version"], 3);
+  EXPECT_EQ(m["general.architecture"], f.arch);
+  const std::string a = f.arch + ".";
+  EXPECT_EQ(m[a + "block_count"], c.n_layer);
+  EXPECT_EQ(m[a + "embedding_length"], c.n_embd);
+  EXPECT_EQ(m[a + "context_length"], c.n_ctx);
+  EXPECT_EQ(m[a + "feed_forward_length"], c.n_ff);
+  EXPECT_EQ(m[a + "attention.head_count"], c.n_head);
+  EXPECT_EQ(m[a + "attention.head_count_kv"], c.n_kv_head);
+  if (f.arch == "llama") {
+    EXPECT_EQ(m["llama.rope.dimension_count"], c.head_dim);
+    EXPECT_TRUE(m.contains("llama.attention.layer_norm_rms_epsilon"));
+    EXPECT_FALSE(m.contains("tokenizer.ggml.model"));  // --no-tokenizer
+  } else {
+    EXPECT_TRUE(m.contains("gpt2.attention.layer_norm_epsilon"));
+    EXPECT_EQ(m["tokenizer.ggml.model"], "gpt2");
+    EXPECT_EQ(m["tokenizer.ggml.tokens"]["length"], 257);
+    EXPECT_EQ(m["tokenizer.ggml.eos_token_id"], 256);
+  }
+  EXPECT_EQ(m.contains("general.quantization_version"), f.type[0] == 'q');
+
+  const auto expected = f.arch == "gpt2" ? gpt2_tensors(c) : llama_tensors(c);
+  const GgufTypes types = parse_gguf_types(f.type).value();
+  std::map<std::string, nlohmann::json> by_name;
+  for (const auto& t : s["tensors"]) by_name[t["name"].get<std::string>()] = t;
+  EXPECT_EQ(by_name.size(), expected.size());
+  auto file = GgufFile::open(f.path);
+  ASSERT_TRUE(file) << file.message();
+  for (const Tensor& t : expected) {
+    SCOPED_TRACE(t.name);
+    ASSERT_TRUE(by_name.count(t.name));
+    const nlohmann::json& x = by_name[t.name];
+    EXPECT_EQ(x["shape"].get<std::vector<int64_t>>(), t.shape);
+    DType type = DType::kF32;
+    if (t.matrix)
+      type = gguf_stored_type(types, gguf_matrix_type(types, t.name, c.n_layer, c.tied_embeddings),
+                              t.shape[0], DType::kF32);
+    EXPECT_EQ(x["type"], dtype_name(type));
+    const GgufTensor* ours = file->tensor(t.name);
+    ASSERT_NE(ours, nullptr);
+    EXPECT_EQ(x["offset"].get<uint64_t>(), ours->offset);
+    EXPECT_EQ(x["bytes"].get<uint64_t>(), ours->n_bytes);
+  }
+}
+
+TEST(GgufJs, HuggingFaceReaderAgreesWithWhatConvertWrites) {
+  const fs::path work = fs::path(KVLM_BINARY).parent_path() / "gguf_js";
+  const std::string not_ready = install_reader(work);
+  KVLM_NEED(not_ready.empty(), not_ready);
+  test::TempDir dir;
+  const std::string gpt2_dir = dir.file("gpt2"), llama_dir = dir.file("llama");
+  ASSERT_NO_FATAL_FAILURE(write_models(gpt2_dir, llama_dir));
+  const ModelConfig g = gpt2_config(), l = llama_config().model;
+
+  std::vector<ConvertedFile> files;
   std::string paths;
   for (const char* type : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_k_mix"})
     for (const auto& [arch, folder, config] :
-         {std::tuple{"gpt2", gpt2_dir, &g}, std::tuple{"llama", llama_dir, &lc.model}}) {
+         {std::tuple{"gpt2", gpt2_dir, &g}, std::tuple{"llama", llama_dir, &l}}) {
       const std::string out = dir.file(std::string(arch) + "-" + type + ".gguf");
       const auto r = test::run_kvlm("convert --model " + folder + " --out " + out + " --type " +
                                     type + (std::string(arch) == "llama" ? " --no-tokenizer" : ""));
@@ -173,66 +233,14 @@ TEST(GgufJs, HuggingFaceReaderAgreesWithWhatConvertWrites) {
       files.push_back({out, arch, type, config});
       paths += " '" + out + "'";
     }
-
   std::string output;
   const int code =
       run("cd '" + work.string() + "' && node check_gguf.mjs" + paths + " 2>/dev/null", &output);
   ASSERT_EQ(code, 0) << "check_gguf.mjs refused a file:\n" << output;
   const auto seen = nlohmann::json::parse(output);
   ASSERT_EQ(seen.size(), files.size());
+  for (size_t i = 0; i < files.size(); ++i) check_file(files[i], seen[i]);
 
-  for (size_t i = 0; i < files.size(); ++i) {
-    const File& f = files[i];
-    const nlohmann::json& s = seen[i];
-    const ModelConfig& c = *f.config;
-    SCOPED_TRACE(f.path);
-    const nlohmann::json& m = s["metadata"];
-    EXPECT_EQ(m["version"], 3);
-    EXPECT_EQ(m["general.architecture"], f.arch);
-    const std::string a = f.arch + ".";
-    EXPECT_EQ(m[a + "block_count"], c.n_layer);
-    EXPECT_EQ(m[a + "embedding_length"], c.n_embd);
-    EXPECT_EQ(m[a + "context_length"], c.n_ctx);
-    EXPECT_EQ(m[a + "feed_forward_length"], c.n_ff);
-    EXPECT_EQ(m[a + "attention.head_count"], c.n_head);
-    EXPECT_EQ(m[a + "attention.head_count_kv"], c.n_kv_head);
-    if (f.arch == "llama") {
-      EXPECT_EQ(m["llama.rope.dimension_count"], c.head_dim);
-      EXPECT_TRUE(m.contains("llama.attention.layer_norm_rms_epsilon"));
-      EXPECT_FALSE(m.contains("tokenizer.ggml.model"));  // --no-tokenizer
-    } else {
-      EXPECT_TRUE(m.contains("gpt2.attention.layer_norm_epsilon"));
-      EXPECT_EQ(m["tokenizer.ggml.model"], "gpt2");
-      EXPECT_EQ(m["tokenizer.ggml.tokens"]["length"], 257);
-      EXPECT_EQ(m["tokenizer.ggml.eos_token_id"], 256);
-    }
-    EXPECT_EQ(m.contains("general.quantization_version"), f.type[0] == 'q');
-
-    // Names and shapes as the format prescribes, in the type the --type rule gives.
-    const auto expected = f.arch == "gpt2" ? gpt2_tensors(c) : llama_tensors(c);
-    const GgufTypes types = parse_gguf_types(f.type).value();
-    std::map<std::string, nlohmann::json> by_name;
-    for (const auto& t : s["tensors"]) by_name[t["name"].get<std::string>()] = t;
-    EXPECT_EQ(by_name.size(), expected.size());
-    auto file = GgufFile::open(f.path);
-    ASSERT_TRUE(file) << file.message();
-    for (const Tensor& t : expected) {
-      SCOPED_TRACE(t.name);
-      ASSERT_TRUE(by_name.count(t.name));
-      const nlohmann::json& x = by_name[t.name];
-      EXPECT_EQ(x["shape"].get<std::vector<int64_t>>(), t.shape);
-      DType type = DType::kF32;
-      if (t.matrix)
-        type =
-            gguf_stored_type(types, gguf_matrix_type(types, t.name, c.n_layer, c.tied_embeddings),
-                             t.shape[0], DType::kF32);
-      EXPECT_EQ(x["type"], dtype_name(type));
-      const GgufTensor* ours = file->tensor(t.name);
-      ASSERT_NE(ours, nullptr);
-      EXPECT_EQ(x["offset"].get<uint64_t>(), ours->offset);
-      EXPECT_EQ(x["bytes"].get<uint64_t>(), ours->n_bytes);
-    }
-  }
   // Spot checks of the mix, spelled out: GPT-2's tied embedding is its head (Q6_K); the Llama's
   // second (last) layer takes Q6_K for attn_v and ffn_down, its first keeps Q4_K.
   const auto type_in = [&](const std::string& arch, const std::string& name) {
