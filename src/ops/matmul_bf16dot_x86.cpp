@@ -7,7 +7,8 @@
 //   kInOut (W [I, O]): x is packed as 32-bit pairs (x[2p], x[2p+1]) and broadcast; the weight
 //     rows 2p and 2p+1 are interleaved into (W[2p][o], W[2p+1][o]) pairs, either once per
 //     cache block into a packed panel (tiled: prefill, 8 rows x 48 columns per register tile)
-//     or in registers as they are read (row stream: few rows, weights read in place);
+//     or in registers as they are read (row stream: few rows, the weight rows streamed in
+//     order, accumulators in L1);
 //   kOutIn (W [O, I]): a weight row already holds its pairs; x rows are rounded to bf16 one
 //     32-element chunk at a time and each output is a 16-lane chain reduced at the end.
 // Every variant runs each output's chain over the pairs in increasing order from zero (a chain
@@ -126,36 +127,11 @@ KVLM_BF16DOT_NOINLINE void PackPanel(uint32_t* p, const uint16_t* w, size_t n_in
   }
 }
 
-// Where a tile's weight pairs come from: the packed panel, or the matrix read in place.
+// A tile's weight pairs: the packed panel.
 struct PanelPairs {
   const uint32_t* p;
   KVLM_BF16DOT_INLINE __m512i operator()(size_t q, int v) const {
     return _mm512_load_si512(p + q * kTileCols + v * kLanes);
-  }
-  KVLM_BF16DOT_INLINE void Prefetch(size_t) const {}  // packed: already in L1/L2
-};
-
-struct InPlacePairs {
-  const uint16_t* w;        // W[2 * p0][col]
-  size_t n_out, n_in_rows;  // rows of W from 2 * p0 on
-  size_t n_cols;
-  __m512i index;
-  KVLM_BF16DOT_INLINE __m512i operator()(size_t q, int v) const {
-    const size_t c = v * kLanes;
-    if (c >= n_cols) return _mm512_setzero_si512();
-    const uint16_t* r0 = w + 2 * q * n_out + c;
-    return PairUp(r0, 2 * q + 1 < n_in_rows ? r0 + n_out : nullptr, n_cols - c, index);
-  }
-  // The two rows kPrefetchPairs pairs ahead, this tile's columns (decode reads short pieces of
-  // many rows, too scattered for the hardware prefetcher: without this, about 10 GB/s a thread).
-  // Past the matrix's last row the addresses are only prefetched, never read.
-  KVLM_BF16DOT_INLINE void Prefetch(size_t q) const {
-    constexpr size_t kPrefetchPairs = 8;  // 4 to 16 measured alike
-    const char* r0 = reinterpret_cast<const char*>(w + 2 * (q + kPrefetchPairs) * n_out);
-    for (size_t b = 0; b < n_cols * 2; b += 64) {
-      _mm_prefetch(r0 + b, _MM_HINT_T0);
-      _mm_prefetch(r0 + 2 * n_out + b, _MM_HINT_T0);
-    }
   }
 };
 
@@ -174,7 +150,6 @@ KVLM_BF16DOT_INLINE void Tile(float* out, size_t n_out, const uint32_t* a, const
                       : _mm512_maskz_loadu_ps(Mask16(n_cols - c), out + r * n_out + col + c);
     }
   for (size_t q = 0; q < pc; ++q) {
-    pairs.Prefetch(q);
     __m512i wv[V];
     for (int v = 0; v < V; ++v) wv[v] = pairs(q, v);
     for (int r = 0; r < R; ++r) {
@@ -224,32 +199,72 @@ KVLM_BF16DOT_NOINLINE void InOutTiledThread(float* out, const float* x, const ui
   }
 }
 
-// kInOut row stream, thread t of nt, R rows: a contiguous range of 16-column vectors, read in
-// chunks of V vectors whose accumulators stay in registers over a block of kStreamPairs.
+// kInOut row stream, thread t of nt, R rows: a contiguous range of 16-column vectors, in chunks
+// whose accumulators (R x chunk fp32, 8 KB) stay in L1 while the weight rows are read in order,
+// two pairs of rows per pass, each row's part of the chunk one sequential stretch: every weight
+// byte crosses the memory bus once, in streams the prefetchers follow (decode is bound by them).
 template <int R>
 KVLM_BF16DOT_NOINLINE void InOutStreamThread(float* out, const float* x, const uint16_t* w,
                                              const float* bias, size_t n_in, size_t n_out, size_t t,
                                              size_t nt) {
-  constexpr int V = R <= 3 ? 8 : R <= 5 ? 4 : 3;
-  constexpr size_t kChunk = V * kLanes;
+  constexpr size_t kAccFloats = 2048;
+  constexpr size_t kChunk = std::max<size_t>(kLanes, kAccFloats / R / kLanes * kLanes);
   const size_t n_vecs = (n_out + kLanes - 1) / kLanes;
   const size_t c0 = n_vecs * t / nt * kLanes;
   const size_t c1 = std::min(n_out, n_vecs * (t + 1) / nt * kLanes);
   if (c0 >= c1) return;
   const size_t n_pairs = (n_in + 1) / 2;
   const __m512i index = InterleaveIndex();
+  alignas(64) float acc[kAccFloats];
   alignas(64) uint32_t a[R * kStreamPairs];
-  for (size_t p0 = 0; p0 < n_pairs || p0 == 0; p0 += kStreamPairs) {
-    const size_t pc = std::min(kStreamPairs, n_pairs - p0);
-    const bool first = p0 == 0, last = p0 + kStreamPairs >= n_pairs;
-    PackRowPairs(a, R, x, n_in, R, p0, pc);
-    for (size_t col = c0; col < c1; col += kChunk) {
-      const size_t n_cols = std::min(kChunk, c1 - col);
-      const InPlacePairs pairs{w + 2 * p0 * n_out + col, n_out, n_in - std::min(n_in, 2 * p0),
-                               n_cols, index};
-      Tile<R, V>(out, n_out, a, pairs, pc, bias, first, last, R, col, n_cols);
+  for (size_t cb = c0; cb < c1; cb += kChunk) {
+    const size_t nc = std::min(kChunk, c1 - cb), nv = (nc + kLanes - 1) / kLanes;
+    const size_t stride = nv * kLanes;
+    for (size_t k = 0; k < R * stride; k += kLanes) _mm512_store_ps(acc + k, _mm512_setzero_ps());
+    for (size_t p0 = 0; p0 < n_pairs; p0 += kStreamPairs) {
+      const size_t pc = std::min(kStreamPairs, n_pairs - p0);
+      PackRowPairs(a, R, x, n_in, R, p0, pc);
+      for (size_t q = 0; q < pc; q += 2) {
+        const bool two = q + 1 < pc;  // a second pair of rows in this pass
+        const size_t i = 2 * (p0 + q);
+        const uint16_t* r0 = w + i * n_out + cb;
+        const uint16_t* r1 = i + 1 < n_in ? r0 + n_out : nullptr;
+        const uint16_t* r2 = two ? r0 + 2 * n_out : nullptr;
+        const uint16_t* r3 = two && i + 3 < n_in ? r0 + 3 * n_out : nullptr;
+        __m512i xb[2][R];
+        for (int r = 0; r < R; ++r) {
+          xb[0][r] = _mm512_set1_epi32(a[q * R + r]);
+          xb[1][r] = two ? _mm512_set1_epi32(a[(q + 1) * R + r]) : _mm512_setzero_si512();
+        }
+        for (size_t v = 0; v < nv; ++v) {
+          const size_t c = v * kLanes, n = std::min(kLanes, nc - c);
+          if (v % 2 == 0 && i + 8 < n_in) {  // these rows' next cache line, two passes ahead
+            const char* ahead = reinterpret_cast<const char*>(r0 + 8 * n_out + c);
+            for (size_t k = 0; k < 4 && i + 8 + k < n_in; ++k)
+              _mm_prefetch(ahead + k * n_out * sizeof(uint16_t), _MM_HINT_T0);
+          }
+          const __m512bh w0 =
+              reinterpret_cast<__m512bh>(PairUp(r0 + c, r1 ? r1 + c : nullptr, n, index));
+          const __m512bh w1 = reinterpret_cast<__m512bh>(
+              two ? PairUp(r2 + c, r3 ? r3 + c : nullptr, n, index) : _mm512_setzero_si512());
+          for (int r = 0; r < R; ++r) {
+            float* ar = acc + r * stride + c;
+            __m512 sum = _mm512_load_ps(ar);
+            sum = _mm512_dpbf16_ps(sum, reinterpret_cast<__m512bh>(xb[0][r]), w0);
+            if (two) sum = _mm512_dpbf16_ps(sum, reinterpret_cast<__m512bh>(xb[1][r]), w1);
+            _mm512_store_ps(ar, sum);
+          }
+        }
+      }
     }
-    if (n_pairs == 0) break;
+    for (int r = 0; r < R; ++r)
+      for (size_t v = 0; v < nv; ++v) {
+        const size_t c = v * kLanes;
+        const __mmask16 m = Mask16(nc - c);
+        __m512 sum = _mm512_load_ps(acc + r * stride + c);
+        if (bias) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(m, bias + cb + c));
+        _mm512_mask_storeu_ps(out + r * n_out + cb + c, m, sum);
+      }
   }
 }
 
@@ -261,13 +276,12 @@ KVLM_BF16DOT_INLINE void OutInTile(float* out, size_t n_out, const float* x, siz
   __m512 acc[RR][RO];
   for (int r = 0; r < RR; ++r)
     for (int o = 0; o < RO; ++o) acc[r][o] = _mm512_setzero_ps();
-  // The next tile's RO rows follow these in memory: fetched as one sequential stream, as many
-  // bytes per step as the step reads (the hardware prefetcher does not run ahead of RO
-  // interleaved row streams far enough for decode).
+  // The RO rows are one contiguous stretch and the next tile's follow: each chunk fetches as
+  // many of the next tile's bytes as it reads, in order, so the weights arrive as one stream.
   const char* ahead = reinterpret_cast<const char*>(w + RO * n_in);
   for (size_t c = 0; c < n_in; c += 2 * kLanes) {
-    for (size_t b = 0; b < RO * 2 * kLanes * sizeof(uint16_t); b += 64)
-      _mm_prefetch(ahead + c * RO * sizeof(uint16_t) + b, _MM_HINT_T0);
+    for (size_t line = 0; line < RO * 2 * kLanes * sizeof(uint16_t); line += 64)
+      _mm_prefetch(ahead + c * RO * sizeof(uint16_t) + line, _MM_HINT_T0);
     const size_t n = std::min(2 * kLanes, n_in - c);
     const __mmask16 mlo = Mask16(n), mhi = Mask16(n > kLanes ? n - kLanes : 0);
     __m512bh xv[RR];
@@ -314,6 +328,61 @@ KVLM_BF16DOT_NOINLINE void OutInOutputTile(float* out, const float* x, const uin
   }
 }
 
+// kOutIn, one row (decode): x rounded to bf16 once per thread (the same bits OutInTile makes
+// chunk by chunk), then RO outputs at a time; each output the same chain as OutInTile's.
+constexpr size_t kOutInMaxIn = 16384;  // x as bf16 on the stack: 32 KB
+
+template <int RO>
+KVLM_BF16DOT_INLINE void OutInTileRow(float* out, const uint16_t* xb, size_t n_in,
+                                      const uint16_t* w, const float* bias) {
+  __m512 acc[RO];
+  for (int o = 0; o < RO; ++o) acc[o] = _mm512_setzero_ps();
+  const char* ahead = reinterpret_cast<const char*>(w + RO * n_in);
+  for (size_t c = 0; c < n_in; c += 2 * kLanes) {
+    for (size_t line = 0; line < RO * 2 * kLanes * sizeof(uint16_t); line += 64)
+      _mm_prefetch(ahead + c * RO * sizeof(uint16_t) + line, _MM_HINT_T0);
+    const __mmask32 mw = Mask32(std::min(2 * kLanes, n_in - c));
+    const __m512bh xv = reinterpret_cast<__m512bh>(_mm512_load_si512(xb + c));
+    for (int o = 0; o < RO; ++o)
+      acc[o] = _mm512_dpbf16_ps(
+          acc[o], xv, reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(mw, w + o * n_in + c)));
+  }
+  for (int o = 0; o < RO; ++o) {
+    const __m512 s = acc[o];
+    const __m256 t = _mm256_add_ps(_mm512_extractf32x8_ps(s, 0), _mm512_extractf32x8_ps(s, 1));
+    const __m128 u = _mm_add_ps(_mm256_extractf128_ps(t, 0), _mm256_extractf128_ps(t, 1));
+    const __m128 v = _mm_add_ps(u, _mm_movehl_ps(u, u));  // u0 + u2, u1 + u3
+    const float sum = _mm_cvtss_f32(v) + _mm_cvtss_f32(_mm_shuffle_ps(v, v, 1));
+    out[o] = bias ? sum + bias[o] : sum;
+  }
+}
+
+template <int RO>
+KVLM_BF16DOT_NOINLINE void OutInRowThread(float* out, const float* x, const uint16_t* w,
+                                          const float* bias, size_t n_in, size_t n_out, size_t t,
+                                          size_t nt) {
+  const size_t n_tiles = (n_out + RO - 1) / RO;
+  const size_t t0 = n_tiles * t / nt, t1 = n_tiles * (t + 1) / nt;
+  if (t0 == t1) return;
+  alignas(64) uint16_t xb[kOutInMaxIn];
+  for (size_t c = 0; c < n_in; c += 2 * kLanes) {
+    const size_t n = std::min(2 * kLanes, n_in - c);
+    const __m512bh v = _mm512_cvtne2ps_pbh(
+        _mm512_maskz_loadu_ps(Mask16(n > kLanes ? n - kLanes : 0), x + c + kLanes),
+        _mm512_maskz_loadu_ps(Mask16(n), x + c));
+    _mm512_store_si512(xb + c, reinterpret_cast<__m512i>(v));
+  }
+  for (size_t tile = t0; tile < t1; ++tile) {
+    const size_t o0 = tile * RO;
+    if (o0 + RO <= n_out) {
+      OutInTileRow<RO>(out + o0, xb, n_in, w + o0 * n_in, bias ? bias + o0 : nullptr);
+    } else {
+      for (size_t k = o0; k < n_out; ++k)
+        OutInTileRow<1>(out + k, xb, n_in, w + k * n_in, bias ? bias + k : nullptr);
+    }
+  }
+}
+
 template <int RO, int RR>
 void OutInAll(float* out, const float* x, const uint16_t* w, const float* bias, size_t n_rows,
               size_t n_in, size_t n_out, int n_threads) {
@@ -338,7 +407,10 @@ void matmul_bf16dot_forward(float* out, const float* x, const WeightMatrix& w, c
   const size_t T = n_rows, I = w.n_in, O = w.n_out;
   const uint16_t* wb = static_cast<const uint16_t*>(w.data);
   if (w.layout == WeightLayout::kOutIn) {
-    if (T == 1) {
+    if (T == 1 && I <= kOutInMaxIn) {
+#pragma omp parallel num_threads(n_threads)
+      OutInRowThread<8>(out, x, wb, bias, I, O, omp_get_thread_num(), omp_get_num_threads());
+    } else if (T == 1) {
       OutInAll<8, 1>(out, x, wb, bias, T, I, O, n_threads);
     } else {
       OutInAll<4, 4>(out, x, wb, bias, T, I, O, n_threads);
