@@ -201,13 +201,14 @@ KVLM_BF16DOT_NOINLINE void InOutTiledThread(float* out, const float* x, const ui
 
 // kInOut row stream, thread t of nt, R rows: a contiguous range of 16-column vectors, in chunks
 // whose accumulators (R x chunk fp32, 8 KB) stay in L1 while the weight rows are read in order,
-// two pairs of rows per pass, each row's part of the chunk one sequential stretch: every weight
+// four pairs of rows per pass, each row's part of the chunk one sequential stretch: every weight
 // byte crosses the memory bus once, in streams the prefetchers follow (decode is bound by them).
 template <int R>
 KVLM_BF16DOT_NOINLINE void InOutStreamThread(float* out, const float* x, const uint16_t* w,
                                              const float* bias, size_t n_in, size_t n_out, size_t t,
                                              size_t nt) {
   constexpr size_t kAccFloats = 2048;
+  constexpr size_t kPassPairs = 4;  // pairs of weight rows per pass over the accumulators
   constexpr size_t kChunk = std::max<size_t>(kLanes, kAccFloats / R / kLanes * kLanes);
   const size_t n_vecs = (n_out + kLanes - 1) / kLanes;
   const size_t c0 = n_vecs * t / nt * kLanes;
@@ -224,34 +225,31 @@ KVLM_BF16DOT_NOINLINE void InOutStreamThread(float* out, const float* x, const u
     for (size_t p0 = 0; p0 < n_pairs; p0 += kStreamPairs) {
       const size_t pc = std::min(kStreamPairs, n_pairs - p0);
       PackRowPairs(a, R, x, n_in, R, p0, pc);
-      for (size_t q = 0; q < pc; q += 2) {
-        const bool two = q + 1 < pc;  // a second pair of rows in this pass
+      for (size_t q = 0; q < pc; q += kPassPairs) {
+        const size_t np = std::min(kPassPairs, pc - q);  // pairs of rows in this pass
         const size_t i = 2 * (p0 + q);
         const uint16_t* r0 = w + i * n_out + cb;
-        const uint16_t* r1 = i + 1 < n_in ? r0 + n_out : nullptr;
-        const uint16_t* r2 = two ? r0 + 2 * n_out : nullptr;
-        const uint16_t* r3 = two && i + 3 < n_in ? r0 + 3 * n_out : nullptr;
-        __m512i xb[2][R];
-        for (int r = 0; r < R; ++r) {
-          xb[0][r] = _mm512_set1_epi32(a[q * R + r]);
-          xb[1][r] = two ? _mm512_set1_epi32(a[(q + 1) * R + r]) : _mm512_setzero_si512();
-        }
         for (size_t v = 0; v < nv; ++v) {
           const size_t c = v * kLanes, n = std::min(kLanes, nc - c);
-          if (v % 2 == 0 && i + 8 < n_in) {  // these rows' next cache line, two passes ahead
-            const char* ahead = reinterpret_cast<const char*>(r0 + 8 * n_out + c);
-            for (size_t k = 0; k < 4 && i + 8 + k < n_in; ++k)
+          if (v % 2 == 0 && i + 16 < n_in) {  // these rows' next cache line, two passes ahead
+            const char* ahead = reinterpret_cast<const char*>(r0 + 16 * n_out + c);
+            for (size_t k = 0; k < 2 * kPassPairs && i + 16 + k < n_in; ++k)
               _mm_prefetch(ahead + k * n_out * sizeof(uint16_t), _MM_HINT_T0);
           }
-          const __m512bh w0 =
-              reinterpret_cast<__m512bh>(PairUp(r0 + c, r1 ? r1 + c : nullptr, n, index));
-          const __m512bh w1 = reinterpret_cast<__m512bh>(
-              two ? PairUp(r2 + c, r3 ? r3 + c : nullptr, n, index) : _mm512_setzero_si512());
+          __m512bh wv[kPassPairs];
+          for (size_t k = 0; k < kPassPairs; ++k) {
+            const uint16_t* even = r0 + 2 * k * n_out + c;
+            wv[k] = reinterpret_cast<__m512bh>(
+                k < np ? PairUp(even, i + 2 * k + 1 < n_in ? even + n_out : nullptr, n, index)
+                       : _mm512_setzero_si512());
+          }
           for (int r = 0; r < R; ++r) {
             float* ar = acc + r * stride + c;
             __m512 sum = _mm512_load_ps(ar);
-            sum = _mm512_dpbf16_ps(sum, reinterpret_cast<__m512bh>(xb[0][r]), w0);
-            if (two) sum = _mm512_dpbf16_ps(sum, reinterpret_cast<__m512bh>(xb[1][r]), w1);
+            for (size_t k = 0; k < kPassPairs; ++k)
+              if (k < np)
+                sum = _mm512_dpbf16_ps(
+                    sum, reinterpret_cast<__m512bh>(_mm512_set1_epi32(a[(q + k) * R + r])), wv[k]);
             _mm512_store_ps(ar, sum);
           }
         }
