@@ -381,6 +381,81 @@ KVLM_BF16DOT_NOINLINE void OutInRowThread(float* out, const float* x, const uint
   }
 }
 
+// kOutIn, several rows (prefill): blocks of rows rounded to bf16 once per thread into a stack
+// buffer (rows zero-padded to whole 32-element chunks), then for each of the thread's output
+// tiles every group of RR rows of the block, so a tile's RO weight rows stay in L1 while the
+// block's rows pass over them. Each output the same chain as OutInTile's.
+constexpr size_t kOutInBlockElems = 131072;  // x of a row block as bf16: 256 KB
+
+template <int RO, int RR>
+KVLM_BF16DOT_INLINE void OutInTileBlock(float* out, size_t n_out, const uint16_t* xb, size_t xs,
+                                        size_t n_in, const uint16_t* w, const float* bias,
+                                        size_t rows) {
+  __m512 acc[RR][RO];
+  for (int r = 0; r < RR; ++r)
+    for (int o = 0; o < RO; ++o) acc[r][o] = _mm512_setzero_ps();
+  for (size_t c = 0; c < n_in; c += 2 * kLanes) {
+    const __mmask32 mw = Mask32(std::min(2 * kLanes, n_in - c));
+    __m512bh xv[RR];
+    for (int r = 0; r < RR; ++r)  // pad rows: any row of the block
+      xv[r] = reinterpret_cast<__m512bh>(
+          _mm512_load_si512(xb + std::min<size_t>(r, rows - 1) * xs + c));
+    for (int o = 0; o < RO; ++o) {
+      const __m512bh wv =
+          reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(mw, w + o * n_in + c));
+      for (int r = 0; r < RR; ++r) acc[r][o] = _mm512_dpbf16_ps(acc[r][o], xv[r], wv);
+    }
+  }
+  for (int r = 0; r < RR && static_cast<size_t>(r) < rows; ++r)
+    for (int o = 0; o < RO; ++o) {
+      const __m512 s = acc[r][o];
+      const __m256 t = _mm256_add_ps(_mm512_extractf32x8_ps(s, 0), _mm512_extractf32x8_ps(s, 1));
+      const __m128 u = _mm_add_ps(_mm256_extractf128_ps(t, 0), _mm256_extractf128_ps(t, 1));
+      const __m128 v = _mm_add_ps(u, _mm_movehl_ps(u, u));  // u0 + u2, u1 + u3
+      const float sum = _mm_cvtss_f32(v) + _mm_cvtss_f32(_mm_shuffle_ps(v, v, 1));
+      out[r * n_out + o] = bias ? sum + bias[o] : sum;
+    }
+}
+
+template <int RO, int RR>
+KVLM_BF16DOT_NOINLINE void OutInBlockThread(float* out, const float* x, const uint16_t* w,
+                                            const float* bias, size_t n_rows, size_t n_in,
+                                            size_t n_out, size_t t, size_t nt) {
+  const size_t n_tiles = (n_out + RO - 1) / RO;
+  const size_t t0 = n_tiles * t / nt, t1 = n_tiles * (t + 1) / nt;
+  if (t0 == t1) return;
+  const size_t xs = (n_in + 2 * kLanes - 1) / (2 * kLanes) * (2 * kLanes);  // padded row
+  const size_t block = xs ? std::max<size_t>(RR, kOutInBlockElems / xs / RR * RR) : n_rows;
+  alignas(64) uint16_t xb[kOutInBlockElems];
+  for (size_t r0 = 0; r0 < n_rows; r0 += block) {
+    const size_t rows = std::min(block, n_rows - r0);
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < xs; c += 2 * kLanes) {
+        const float* xr = x + (r0 + r) * n_in;
+        const size_t n = c < n_in ? std::min(2 * kLanes, n_in - c) : 0;
+        const __m512bh v = _mm512_cvtne2ps_pbh(
+            _mm512_maskz_loadu_ps(Mask16(n > kLanes ? n - kLanes : 0), xr + c + kLanes),
+            _mm512_maskz_loadu_ps(Mask16(n), xr + c));
+        _mm512_store_si512(xb + r * xs + c, reinterpret_cast<__m512i>(v));
+      }
+    for (size_t tile = t0; tile < t1; ++tile) {
+      const size_t o0 = tile * RO;
+      for (size_t g = 0; g < rows; g += RR) {
+        const size_t gr = std::min<size_t>(RR, rows - g);
+        float* o = out + (r0 + g) * n_out;
+        if (o0 + RO <= n_out) {
+          OutInTileBlock<RO, RR>(o + o0, n_out, xb + g * xs, xs, n_in, w + o0 * n_in,
+                                 bias ? bias + o0 : nullptr, gr);
+        } else {
+          for (size_t k = o0; k < n_out; ++k)
+            OutInTileBlock<1, RR>(o + k, n_out, xb + g * xs, xs, n_in, w + k * n_in,
+                                  bias ? bias + k : nullptr, gr);
+        }
+      }
+    }
+  }
+}
+
 template <int RO, int RR>
 void OutInAll(float* out, const float* x, const uint16_t* w, const float* bias, size_t n_rows,
               size_t n_in, size_t n_out, int n_threads) {
@@ -411,7 +486,13 @@ void matmul_bf16dot_forward(float* out, const float* x, const WeightMatrix& w, c
     } else if (T == 1) {
       OutInAll<8, 1>(out, x, wb, bias, T, I, O, n_threads);
     } else {
-      OutInAll<4, 4>(out, x, wb, bias, T, I, O, n_threads);
+      if (I <= kOutInBlockElems / 4) {
+#pragma omp parallel num_threads(n_threads)
+        OutInBlockThread<6, 4>(out, x, wb, bias, T, I, O, omp_get_thread_num(),
+                               omp_get_num_threads());
+      } else {
+        OutInAll<4, 4>(out, x, wb, bias, T, I, O, n_threads);
+      }
     }
     return;
   }

@@ -209,12 +209,14 @@ TEST(MatmulBf16DotTest, KernelsAreBitwiseTheScalarModel) {
 
 // Large enough to cross every block: the tiled kernel's 384-pair reduction blocks and 192-row
 // blocks, the row stream's 1,024-pair blocks and 2,048-column chunks, several strips per
-// thread, the one-row kOutIn path's 16,384-input buffer.
+// thread, the one-row kOutIn path's 16,384-input buffer, the kOutIn row blocks.
 TEST(MatmulBf16DotTest, LargeShapesCrossEveryBlock) {
   std::mt19937 rng(17);
   check_against_model(1100, 77, 200, WeightLayout::kInOut, 1, rng);
   check_against_model(2500, 100, 3, WeightLayout::kInOut, 2, rng);
   check_against_model(801, 37, 9, WeightLayout::kOutIn, 3, rng);
+  check_against_model(801, 13, 200, WeightLayout::kOutIn, 0, rng);   // 156-row blocks of x
+  check_against_model(33000, 3, 2, WeightLayout::kOutIn, 1, rng);    // rows too long to block
   check_against_model(801, 37, 1, WeightLayout::kOutIn, 1, rng);     // one row: x converted once
   check_against_model(16400, 5, 1, WeightLayout::kOutIn, 2, rng);    // past that buffer's 16,384
   check_against_model(2500, 3000, 1, WeightLayout::kInOut, 0, rng);  // row stream: 2 chunks
