@@ -40,10 +40,9 @@ bool is_dir(const std::string& path) {
 }  // namespace
 
 Result<Checkpoint> Checkpoint::open_file(const std::string& path) {
-  auto file = SafetensorsFile::open(path);
-  if (!file) return file.status();
+  KVLM_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
   Checkpoint c;
-  c.files_.push_back(std::make_unique<SafetensorsFile>(std::move(file.value())));
+  c.files_.push_back(std::make_unique<SafetensorsFile>(std::move(file)));
   c.description_ = path;
   return c;
 }
@@ -62,11 +61,10 @@ Result<Checkpoint> Checkpoint::open_folder(const std::string& dir) {
   const std::string index_path = dir + "/model.safetensors.index.json";
   if (!is_file(index_path))
     return Status::error(dir + ": no model.safetensors (nor model.safetensors.index.json) found");
-  auto text = read_text_file(index_path);
-  if (!text) return text.status();
+  KVLM_ASSIGN_OR_RETURN(const std::string text, read_text_file(index_path));
   nlohmann::json index;
   try {
-    index = nlohmann::json::parse(text.value());
+    index = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     return Status::error(index_path + ": not valid JSON: " + e.what());
   }
@@ -89,9 +87,8 @@ Result<Checkpoint> Checkpoint::open_folder(const std::string& dir) {
     if (!is_file(path))
       return Status::error(index_path + ": names shard '" + name + "', which is missing from " +
                            dir);
-    auto file = SafetensorsFile::open(path);
-    if (!file) return file.status();
-    c.files_.push_back(std::make_unique<SafetensorsFile>(std::move(file.value())));
+    KVLM_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
+    c.files_.push_back(std::make_unique<SafetensorsFile>(std::move(file)));
   }
   return c;
 }
@@ -126,14 +123,12 @@ Result<WeightMatrix> Checkpoint::matrix(const std::string& name,
                                         std::optional<DType> convert_to,
                                         OwnedTensors* owned) const {
   if (convert_to && dtype_is_quantized(*convert_to)) {  // --weights q8_0|q4_0
-    auto plain = matrix(name, prefixes, rows, cols, layout, std::nullopt, owned);
-    if (!plain) return plain.status();
-    return convert_matrix_on_load(plain.value(), *convert_to, owned,
+    KVLM_ASSIGN_OR_RETURN(const WeightMatrix plain,
+                          matrix(name, prefixes, rows, cols, layout, std::nullopt, owned));
+    return convert_matrix_on_load(plain, *convert_to, owned,
                                   description_ + ": tensor '" + name + "'");
   }
-  auto entry = require(name, prefixes, {rows, cols});
-  if (!entry) return entry.status();
-  const SafetensorsEntry* e = entry.value();
+  KVLM_ASSIGN_OR_RETURN(const SafetensorsEntry* e, require(name, prefixes, {rows, cols}));
   WeightMatrix m;
   m.dtype = *parse_dtype(e->dtype);
   m.layout = layout;
@@ -167,9 +162,7 @@ Result<const float*> Checkpoint::vector_f32(const std::string& name,
                                             const std::vector<std::string>& prefixes,
                                             const std::vector<int64_t>& shape,
                                             OwnedTensors* owned) const {
-  auto entry = require(name, prefixes, shape);
-  if (!entry) return entry.status();
-  const SafetensorsEntry* e = entry.value();
+  KVLM_ASSIGN_OR_RETURN(const SafetensorsEntry* e, require(name, prefixes, shape));
   const DType type = *parse_dtype(e->dtype);
   const size_t n = e->n_bytes / dtype_size(type);
   float* dst = static_cast<float*>(owned->allocate(n * sizeof(float)));

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "model/gguf_writer.h"
+#include "model/gpt2.h"
 #include "model/llama.h"
 #include "model/quantize_weights.h"
 #include "ops/quant.h"

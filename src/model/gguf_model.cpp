@@ -206,7 +206,12 @@ Result<std::unique_ptr<Model>> create_gpt2(std::shared_ptr<GgufStorage> storage,
   } else {
     KVLM_RETURN_IF_ERROR(b.matrix("output.weight", V, C, &w.lm_head));
   }
-  return std::unique_ptr<Model>(Gpt2Model::from_weights(c, std::move(w), std::move(storage)));
+  auto gpt2_storage = std::make_unique<WeightStorage>();
+  const std::string source = f.source() + " (GGUF)";
+  gpt2_storage->other = std::move(storage);
+  auto model = Gpt2Model::create(c, std::move(w), std::move(gpt2_storage), source);
+  if (!model) return model.status();
+  return std::unique_ptr<Model>(std::move(model.value()));
 }
 
 // Llama 3.1's rope scaling as llama.cpp's converter stores it: rope_freqs.weight, F32
@@ -304,7 +309,7 @@ Result<std::unique_ptr<Model>> create_llama(std::shared_ptr<GgufStorage> storage
   } else {
     KVLM_RETURN_IF_ERROR(b.matrix("output.weight", V, C, &w.lm_head));
   }
-  auto llama_storage = std::make_unique<LlamaStorage>();
+  auto llama_storage = std::make_unique<WeightStorage>();
   const std::string source = f.source() + " (GGUF)";
   llama_storage->other = std::move(storage);
   auto model =

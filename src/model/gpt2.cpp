@@ -6,101 +6,25 @@
 #include "ops/activation.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
-#include "util/mapped_file.h"
 
 namespace kvlm {
 
-namespace {
+Gpt2Model::Gpt2Model(ModelConfig config, Gpt2Weights weights,
+                     std::unique_ptr<WeightStorage> storage, std::string source)
+    : config_(config),
+      weights_(std::move(weights)),
+      storage_(std::move(storage)),
+      source_(std::move(source)) {}
 
-// Hugging Face saves GPT2Model tensors bare ("h.0.ln_1.weight") and GPT2LMHeadModel ones
-// under "transformer." ("transformer.h.0.ln_1.weight"); fine-tunes use either.
-const std::vector<std::string> kPrefixes = {"", "transformer."};
-
-}  // namespace
-
-Result<std::unique_ptr<Gpt2Model>> load_gpt2(const std::string& dir, const LoadOptions& options) {
-  const std::string config_path = dir + "/config.json";
-  auto text = read_text_file(config_path);
-  if (!text) return text.status();
-  auto config = parse_gpt2_config(text.value(), config_path);
-  if (!config) return config.status();
-  auto checkpoint = Checkpoint::open_folder(dir);
-  if (!checkpoint) return checkpoint.status();
-  return Gpt2Model::create(config.value(), std::move(checkpoint.value()), options);
-}
-
-Result<std::unique_ptr<Gpt2Model>> Gpt2Model::create(ModelConfig config, Checkpoint checkpoint,
-                                                     const LoadOptions& options) {
-  std::unique_ptr<Gpt2Model> model(new Gpt2Model(config, std::move(checkpoint)));
-  KVLM_RETURN_IF_ERROR(model->bind(options));
-  return model;
-}
-
-std::unique_ptr<Gpt2Model> Gpt2Model::from_weights(ModelConfig config, Gpt2Weights weights,
-                                                   std::shared_ptr<const void> storage) {
-  std::unique_ptr<Gpt2Model> model(new Gpt2Model(config, Checkpoint()));
-  model->weights_ = std::move(weights);
-  model->storage_ = std::move(storage);
-  return model;
-}
-
-Status Gpt2Model::bind(const LoadOptions& options) {
-  const int64_t C = config_.n_embd, V = config_.n_vocab, F = config_.n_ff;
-  const auto convert = options.convert_weights;
-  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, WeightLayout layout,
-                    WeightMatrix* out) -> Status {
-    auto m = checkpoint_.matrix(name, kPrefixes, static_cast<int>(rows), static_cast<int>(cols),
-                                layout, convert, &owned_);
-    if (!m) return m.status();
-    *out = m.value();
-    return Status::ok();
-  };
-  auto vec = [&](const std::string& name, std::vector<int64_t> shape, const float** out) {
-    auto v = checkpoint_.vector_f32(name, kPrefixes, shape, &owned_);
-    if (!v) return v.status();
-    *out = v.value();
-    return Status::ok();
-  };
-  Gpt2Weights& w = weights_;
-  KVLM_RETURN_IF_ERROR(matrix("wte.weight", V, C, WeightLayout::kOutIn, &w.wte));
-  KVLM_RETURN_IF_ERROR(vec("wpe.weight", {config_.n_ctx, C}, &w.wpe));
-  // n_layer is the config's claim, the tensors are what the files hold: the last layer must
-  // exist before anything is sized by n_layer.
-  const std::string last_layer = "h." + std::to_string(config_.n_layer - 1) + ".ln_1.weight";
-  if (!checkpoint_.find(last_layer, kPrefixes))
-    return Status::error(checkpoint_.description() + ": missing tensor '" + last_layer +
-                         "' (config.json says n_layer " + std::to_string(config_.n_layer) + ")");
-  w.layers.resize(config_.n_layer);
-  for (int l = 0; l < config_.n_layer; ++l) {
-    const std::string p = "h." + std::to_string(l) + ".";
-    Gpt2Layer& L = w.layers[l];
-    KVLM_RETURN_IF_ERROR(vec(p + "ln_1.weight", {C}, &L.ln_1_weight));
-    KVLM_RETURN_IF_ERROR(vec(p + "ln_1.bias", {C}, &L.ln_1_bias));
-    KVLM_RETURN_IF_ERROR(
-        matrix(p + "attn.c_attn.weight", C, 3 * C, WeightLayout::kInOut, &L.c_attn));
-    KVLM_RETURN_IF_ERROR(vec(p + "attn.c_attn.bias", {3 * C}, &L.c_attn_bias));
-    KVLM_RETURN_IF_ERROR(
-        matrix(p + "attn.c_proj.weight", C, C, WeightLayout::kInOut, &L.attn_c_proj));
-    KVLM_RETURN_IF_ERROR(vec(p + "attn.c_proj.bias", {C}, &L.attn_c_proj_bias));
-    KVLM_RETURN_IF_ERROR(vec(p + "ln_2.weight", {C}, &L.ln_2_weight));
-    KVLM_RETURN_IF_ERROR(vec(p + "ln_2.bias", {C}, &L.ln_2_bias));
-    KVLM_RETURN_IF_ERROR(matrix(p + "mlp.c_fc.weight", C, F, WeightLayout::kInOut, &L.c_fc));
-    KVLM_RETURN_IF_ERROR(vec(p + "mlp.c_fc.bias", {F}, &L.c_fc_bias));
-    KVLM_RETURN_IF_ERROR(
-        matrix(p + "mlp.c_proj.weight", F, C, WeightLayout::kInOut, &L.mlp_c_proj));
-    KVLM_RETURN_IF_ERROR(vec(p + "mlp.c_proj.bias", {C}, &L.mlp_c_proj_bias));
-  }
-  KVLM_RETURN_IF_ERROR(vec("ln_f.weight", {C}, &w.ln_f_weight));
-  KVLM_RETURN_IF_ERROR(vec("ln_f.bias", {C}, &w.ln_f_bias));
-  // lm_head.weight sits at the top level, outside "transformer.". Tied checkpoints omit it.
-  if (checkpoint_.find("lm_head.weight")) {
-    KVLM_RETURN_IF_ERROR(matrix("lm_head.weight", V, C, WeightLayout::kOutIn, &w.lm_head));
-    config_.tied_embeddings = false;
-  } else {
-    w.lm_head = w.wte;
-    config_.tied_embeddings = true;
-  }
-  return Status::ok();
+Result<std::unique_ptr<Gpt2Model>> Gpt2Model::create(ModelConfig config, Gpt2Weights weights,
+                                                     std::unique_ptr<WeightStorage> storage,
+                                                     std::string source) {
+  KVLM_RETURN_IF_ERROR(validate_config(config, source));
+  if (static_cast<int>(weights.layers.size()) != config.n_layer)
+    return Status::error(source + ": " + std::to_string(weights.layers.size()) +
+                         " layers bound, expected " + std::to_string(config.n_layer));
+  return std::unique_ptr<Gpt2Model>(
+      new Gpt2Model(config, std::move(weights), std::move(storage), std::move(source)));
 }
 
 size_t Gpt2Model::weight_bytes() const {

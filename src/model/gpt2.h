@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "model/checkpoint.h"
+#include "model/checkpoint_binder.h"
 #include "model/decoder_model.h"
 #include "model/model.h"
 
@@ -53,20 +53,16 @@ struct Gpt2RunState {
   std::vector<float> scratch;  // [n_threads, n_ctx] attention scores
 };
 
-struct LoadOptions {
-  std::optional<DType> convert_weights;  // --weights: convert matrices on load
-};
-
 class Gpt2Model final : public DecoderModel {
  public:
-  // Binds weights from an open checkpoint, checking every tensor's presence and shape.
-  static Result<std::unique_ptr<Gpt2Model>> create(ModelConfig config, Checkpoint checkpoint,
-                                                   const LoadOptions& options);
-  // Takes weights another loader bound (a GGUF file's), and what keeps their storage alive.
-  static std::unique_ptr<Gpt2Model> from_weights(ModelConfig config, Gpt2Weights weights,
-                                                 std::shared_ptr<const void> storage);
+  // Takes bound weights (shapes already checked by the loader: gpt2_hf.h, gguf_model.h) and
+  // what keeps them alive. `source` describes the checkpoint for messages.
+  static Result<std::unique_ptr<Gpt2Model>> create(ModelConfig config, Gpt2Weights weights,
+                                                   std::unique_ptr<WeightStorage> storage,
+                                                   std::string source);
 
   const Gpt2Weights& weights() const { return weights_; }
+  const std::string& source() const { return source_; }
 
   const ModelConfig& config() const override { return config_; }
   size_t weight_bytes() const override;
@@ -81,21 +77,16 @@ class Gpt2Model final : public DecoderModel {
   const WeightMatrix& output_head() const override { return weights_.lm_head; }
 
  private:
-  Gpt2Model(ModelConfig config, Checkpoint checkpoint)
-      : config_(config), checkpoint_(std::move(checkpoint)) {}
-  Status bind(const LoadOptions& options);
+  Gpt2Model(ModelConfig config, Gpt2Weights weights, std::unique_ptr<WeightStorage> storage,
+            std::string source);
   void attention_block(int layer, std::span<const SequenceChunk> chunks, KvCache& cache,
                        const Parallel& par);
 
   ModelConfig config_;
-  Checkpoint checkpoint_;                // keeps the mapping alive
-  std::shared_ptr<const void> storage_;  // from_weights: what the views point into
-  OwnedTensors owned_;
   Gpt2Weights weights_;
+  std::unique_ptr<WeightStorage> storage_;
+  std::string source_;
   Gpt2RunState state_;
 };
-
-// Loads DIR/config.json and DIR/model.safetensors (or a sharded index).
-Result<std::unique_ptr<Gpt2Model>> load_gpt2(const std::string& dir, const LoadOptions& options);
 
 }  // namespace kvlm

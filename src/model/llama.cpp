@@ -39,7 +39,7 @@ void permute_rotary_rows(void* dst, const void* src, int n_heads, int head_dim, 
 }
 
 LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights,
-                       std::unique_ptr<LlamaStorage> storage, std::string source)
+                       std::unique_ptr<WeightStorage> storage, std::string source)
     : config_(std::move(config)),
       weights_(std::move(weights)),
       storage_(std::move(storage)),
@@ -47,7 +47,7 @@ LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights,
       inv_freq_(llama_rope_frequencies(config_)) {}
 
 Result<std::unique_ptr<LlamaModel>> LlamaModel::create(LlamaConfig config, LlamaWeights weights,
-                                                       std::unique_ptr<LlamaStorage> storage,
+                                                       std::unique_ptr<WeightStorage> storage,
                                                        std::string source) {
   KVLM_RETURN_IF_ERROR(validate_llama_config(config, source));
   if (static_cast<int>(weights.layers.size()) != config.model.n_layer)

@@ -16,12 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "model/checkpoint.h"
+#include "model/checkpoint_binder.h"
 #include "model/decoder_model.h"
-#include "model/gpt2.h"  // LoadOptions
 #include "model/llama_config.h"
 #include "model/model.h"
-#include "util/mapped_file.h"
 
 namespace kvlm {
 
@@ -53,15 +51,6 @@ struct LlamaWeights {
   WeightMatrix lm_head;               // [V, C] == embed when tied
 };
 
-// What keeps the weight views valid: the mapped model.bin, or the open safetensors files, plus
-// whatever the loader had to copy (permuted q/k, converted matrices, fp32 norm vectors).
-struct LlamaStorage {
-  MappedFile file;
-  std::optional<Checkpoint> checkpoint;
-  std::shared_ptr<const void> other;  // another loader's storage (a parsed GGUF file)
-  OwnedTensors owned;
-};
-
 // Activations for one forward step, grown (never shrunk) to the largest step seen.
 struct LlamaRunState {
   std::vector<float> x;        // [T, C] residual stream
@@ -81,7 +70,7 @@ class LlamaModel final : public DecoderModel {
   // Takes bound weights (shapes already checked by the loader) and what keeps them alive.
   // `source` describes the checkpoint for messages.
   static Result<std::unique_ptr<LlamaModel>> create(LlamaConfig config, LlamaWeights weights,
-                                                    std::unique_ptr<LlamaStorage> storage,
+                                                    std::unique_ptr<WeightStorage> storage,
                                                     std::string source);
 
   const ModelConfig& config() const override { return config_.model; }
@@ -100,14 +89,14 @@ class LlamaModel final : public DecoderModel {
   const WeightMatrix& output_head() const override { return weights_.lm_head; }
 
  private:
-  LlamaModel(LlamaConfig config, LlamaWeights weights, std::unique_ptr<LlamaStorage> storage,
+  LlamaModel(LlamaConfig config, LlamaWeights weights, std::unique_ptr<WeightStorage> storage,
              std::string source);
   void attention_block(int layer, std::span<const SequenceChunk> chunks, KvCache& cache,
                        const Parallel& par);
 
   LlamaConfig config_;
   LlamaWeights weights_;
-  std::unique_ptr<LlamaStorage> storage_;
+  std::unique_ptr<WeightStorage> storage_;
   std::string source_;
   std::vector<float> inv_freq_;  // [D/2] rotary frequencies
   LlamaRunState state_;

@@ -163,31 +163,24 @@ Result<Llama2cHeader> parse_llama2c_header(const uint8_t* data, size_t size,
 }
 
 Result<Llama2cHeader> read_llama2c_header(const std::string& path) {
-  auto file = MappedFile::open(path);
-  if (!file) return file.status();
-  return parse_header(file.value());
+  KVLM_ASSIGN_OR_RETURN(const MappedFile file, MappedFile::open(path));
+  return parse_header(file);
 }
 
 Result<std::string> llama2c_config_json(const std::string& path) {
-  auto header = read_llama2c_header(path);
-  if (!header) return header.status();
-  auto config = llama2c_config(header.value(), path);
-  if (!config) return config.status();
-  return llama_config_json(config.value());
+  KVLM_ASSIGN_OR_RETURN(const Llama2cHeader header, read_llama2c_header(path));
+  KVLM_ASSIGN_OR_RETURN(const LlamaConfig config, llama2c_config(header, path));
+  return llama_config_json(config);
 }
 
 Result<std::unique_ptr<LlamaModel>> load_llama2c(const std::string& path,
                                                  const LoadOptions& options) {
-  auto storage = std::make_unique<LlamaStorage>();
-  auto file = MappedFile::open(path);
-  if (!file) return file.status();
-  storage->file = std::move(file.value());
-  auto header = parse_header(storage->file);
-  if (!header) return header.status();
-  auto config = llama2c_config(header.value(), path);
-  if (!config) return config.status();
-  const ModelConfig& c = config->model;
-  const Llama2cLayout s = layout_of(header.value());
+  auto storage = std::make_unique<WeightStorage>();
+  KVLM_ASSIGN_OR_RETURN(storage->file, MappedFile::open(path));
+  KVLM_ASSIGN_OR_RETURN(const Llama2cHeader header, parse_header(storage->file));
+  KVLM_ASSIGN_OR_RETURN(LlamaConfig config, llama2c_config(header, path));
+  const ModelConfig& c = config.model;
+  const Llama2cLayout s = layout_of(header);
 
   // The header is 28 bytes, so every fp32 array after it is 4-byte aligned in the mapping.
   const float* base = reinterpret_cast<const float*>(storage->file.data() + kLlama2cHeaderBytes);
@@ -234,7 +227,7 @@ Result<std::unique_ptr<LlamaModel>> load_llama2c(const std::string& path,
   }
   w.final_norm = rms_final;
   w.lm_head = c.tied_embeddings ? w.embed : matrix(wcls, 0, V, C);
-  return LlamaModel::create(std::move(config.value()), std::move(w), std::move(storage),
+  return LlamaModel::create(std::move(config), std::move(w), std::move(storage),
                             path + " (llama2.c model.bin)");
 }
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/gguf_model.h"
+#include "model/gpt2_hf.h"
 #include "model/llama2c.h"
 #include "model/llama_hf.h"
 #include "util/mapped_file.h"
@@ -19,34 +20,30 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOpt
   if (!S_ISDIR(st.st_mode)) {
     if (has_gguf_magic(path)) return load_gguf_model(path, options);
     if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".bin") == 0) {
-      auto model = load_llama2c(path, options);  // llama2.c's model.bin
-      if (!model) return model.status();
-      return std::unique_ptr<Model>(std::move(model.value()));
+      KVLM_ASSIGN_OR_RETURN(auto model, load_llama2c(path, options));  // llama2.c's model.bin
+      return std::unique_ptr<Model>(std::move(model));
     }
     return Status::error(path +
                          ": expected a model folder holding config.json and "
                          "model.safetensors, a GGUF file or a llama2.c model .bin file");
   }
   const std::string config_path = path + "/config.json";
-  auto text = read_text_file(config_path);
-  if (!text) return text.status();
+  KVLM_ASSIGN_OR_RETURN(const std::string text, read_text_file(config_path));
   std::string model_type = "gpt2";  // GPT-2 configs predate the field in some fine-tunes
   try {
-    const auto j = nlohmann::json::parse(text.value());
+    const auto j = nlohmann::json::parse(text);
     if (j.is_object() && j.contains("model_type") && j["model_type"].is_string())
       model_type = j["model_type"].get<std::string>();
   } catch (const nlohmann::json::exception& e) {
     return Status::error(config_path + ": not valid JSON: " + e.what());
   }
   if (model_type == "gpt2") {
-    auto model = load_gpt2(path, options);
-    if (!model) return model.status();
-    return std::unique_ptr<Model>(std::move(model.value()));
+    KVLM_ASSIGN_OR_RETURN(auto model, load_gpt2(path, options));
+    return std::unique_ptr<Model>(std::move(model));
   }
   if (model_type == "llama" || model_type == "mistral") {
-    auto model = load_llama_hf(path, options);
-    if (!model) return model.status();
-    return std::unique_ptr<Model>(std::move(model.value()));
+    KVLM_ASSIGN_OR_RETURN(auto model, load_llama_hf(path, options));
+    return std::unique_ptr<Model>(std::move(model));
   }
   return Status::error(config_path + ": model_type \"" + model_type +
                        "\" is not supported (supported: gpt2, llama, mistral)");

@@ -60,10 +60,9 @@ Result<std::vector<uint8_t>> weight_matrix_bytes(const WeightMatrix& m, DType to
 
 Result<WeightMatrix> convert_weight_matrix(const WeightMatrix& m, DType to, OwnedTensors* owned,
                                            const std::string& name) {
-  auto bytes = weight_matrix_bytes(m, to, name);
-  if (!bytes) return bytes.status();
-  void* dst = owned->allocate(bytes->size());
-  std::memcpy(dst, bytes->data(), bytes->size());
+  KVLM_ASSIGN_OR_RETURN(const auto bytes, weight_matrix_bytes(m, to, name));
+  void* dst = owned->allocate(bytes.size());
+  std::memcpy(dst, bytes.data(), bytes.size());
   WeightMatrix out = m;
   out.data = dst;
   out.dtype = to;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "model/gpt2_hf.h"
 #include "model/normal_rng.h"
 #include "model/safetensors_writer.h"
 
@@ -116,10 +117,10 @@ Result<std::unique_ptr<Gpt2Model>> make_random_gpt2(const ModelConfig& config,
     stored.dtype = DType::kF32;
     load.convert_weights = options.dtype;
   }
-  auto file = SafetensorsFile::from_bytes(random_gpt2_safetensors(config, stored),
-                                          "<random GPT-2 in memory>");
-  if (!file) return file.status();
-  return Gpt2Model::create(config, Checkpoint::from_file(std::move(file.value())), load);
+  KVLM_ASSIGN_OR_RETURN(SafetensorsFile file,
+                        SafetensorsFile::from_bytes(random_gpt2_safetensors(config, stored),
+                                                    "<random GPT-2 in memory>"));
+  return create_gpt2_hf(config, Checkpoint::from_file(std::move(file)), load);
 }
 
 }  // namespace kvlm

@@ -72,9 +72,8 @@ Status parse_entry(const std::string& path, const std::string& name, const nlohm
 }  // namespace
 
 Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
-  auto mapped = MappedFile::open(path);
-  if (!mapped) return mapped.status();
-  return parse(std::move(mapped.value()));
+  KVLM_ASSIGN_OR_RETURN(MappedFile mapped, MappedFile::open(path));
+  return parse(std::move(mapped));
 }
 
 Result<SafetensorsFile> SafetensorsFile::from_bytes(std::vector<uint8_t> bytes,
