@@ -1,14 +1,17 @@
 // The cache's promise, one suite for every model and cache: cached generation is bitwise
 // identical to uncached at every step, a sequence's logits do not depend on its batch, its place
 // in the batch, the thread count or how its prompt is split into prefill chunks; on the paged
-// cache too (so paged == contiguous, shared prefixes included). Cases are (model: architecture,
-// format, attention layout, weight dtype) x (cache: contiguous or paged, block size, sharing).
+// cache too (so paged == contiguous, shared prefixes included), for every KV cache dtype (f16,
+// bf16, q8_0 and fp8 caches are compared with uncached runs on a cache of the same dtype). Cases
+// are (model: architecture, format, attention layout, weight dtype) x (cache: contiguous or
+// paged, block size, sharing, KV dtype).
 //
-// To add a dimension (a KV cache dtype, an engine), give CacheSpec or ModelSpec
+// To add a dimension (an engine, a window), give CacheSpec or ModelSpec
 // (tests/support/) the field and its part of name(), then list the cases below: pick cases,
 // don't take the full cross product, so the suite stays a few seconds.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <ostream>
 #include <vector>
@@ -27,13 +30,12 @@ using test::Generation;
 using test::ModelFormat;
 using test::ModelSpec;
 
-// The seed's three prompts, a one-token prompt, and one sharing its first 8 tokens with the
-// first (on a paged cache that shares prefixes, it reuses the first prompt's blocks).
-const std::vector<std::vector<int32_t>> kPrompts = {{7, 3, 19, 1, 25, 8, 11, 4, 2, 15},
-                                                    {9, 2},
-                                                    {1, 6, 4, 22},
-                                                    {47},
-                                                    {7, 3, 19, 1, 25, 8, 11, 4, 30}};
+// The seed's three prompts, a one-token prompt, one sharing its first 8 tokens with the first
+// (on a paged cache that shares prefixes, it reuses the first prompt's blocks), and the third
+// again (a whole-prompt hit: its last block is copied before its last position is recomputed).
+const std::vector<std::vector<int32_t>> kPrompts = {
+    {7, 3, 19, 1, 25, 8, 11, 4, 2, 15}, {9, 2},       {1, 6, 4, 22}, {47},
+    {7, 3, 19, 1, 25, 8, 11, 4, 30},    {1, 6, 4, 22}};
 
 struct ExactnessCase {
   ModelSpec model;
@@ -114,10 +116,12 @@ TEST_P(Exactness, ChunkedPrefillEqualsOnePass) {
     TestCache t;
     const CacheSpec& spec = GetParam().cache;
     if (spec.block_size <= 0) {
-      t.cache = std::make_unique<ContiguousKvCache>(c.n_layer, c.kv_dim(), std::vector<int>{n});
+      t.cache = std::make_unique<ContiguousKvCache>(c.n_layer, c.kv_dim(), std::vector<int>{n},
+                                                    spec.storage(c));
       return t;
     }
-    auto paged = PagedKvCache::create(c.n_layer, c.kv_dim(), {spec.block_size, 0, 2 * n, {}});
+    auto paged =
+        PagedKvCache::create(c.n_layer, c.kv_dim(), {spec.block_size, 0, 2 * n, spec.storage(c)});
     EXPECT_TRUE(paged.is_ok()) << paged.message();
     if (paged) {
       t.paged = paged.value().get();
@@ -146,7 +150,8 @@ TEST_P(Exactness, ChunkedPrefillEqualsOnePass) {
 // Each model once or twice, on the contiguous cache or on a paged one: block sizes that cut the
 // prompts at different places (1: every position its own block; 3 and 4: the shared 8-token
 // prefix ends mid-block or on a boundary; 16: one block), sharing prefixes or not. Paged ==
-// contiguous follows from both equalling uncached.
+// contiguous follows from both equalling uncached. Then each KV dtype on GPT-2 and on Llama with
+// grouped-query attention, each on another cache kind.
 ModelSpec llama(ModelFormat f, int kv, bool tied = true, DType d = DType::kF32, int shards = 1) {
   return test::llama_spec(f, kv, tied, d, shards);
 }
@@ -167,8 +172,44 @@ INSTANTIATE_TEST_SUITE_P(
                       ExactnessCase{llama(kHf, 2), test::paged_cache(4, false)},
                       ExactnessCase{llama(kHf, 2, false, DType::kF32, 3), test::contiguous_cache()},
                       ExactnessCase{llama(kHf, 1, true, DType::kBF16), test::contiguous_cache()},
-                      ExactnessCase{llama(kHf, 2, false, DType::kF16, 2), test::paged_cache(4)}),
+                      ExactnessCase{llama(kHf, 2, false, DType::kF16, 2), test::paged_cache(4)},
+                      ExactnessCase{test::gpt2_spec(), test::contiguous_cache().with(KvDtype::f16)},
+                      ExactnessCase{test::gpt2_spec(), test::paged_cache(3).with(KvDtype::bf16)},
+                      ExactnessCase{test::gpt2_spec(), test::paged_cache(4).with(KvDtype::q8_0)},
+                      ExactnessCase{test::gpt2_spec(), test::paged_cache(1).with(KvDtype::fp8)},
+                      ExactnessCase{llama(kBin, 2), test::paged_cache(16).with(KvDtype::f16)},
+                      ExactnessCase{llama(kBin, 2), test::contiguous_cache().with(KvDtype::bf16)},
+                      ExactnessCase{llama(kBin, 2), test::paged_cache(3).with(KvDtype::q8_0)},
+                      ExactnessCase{llama(kBin, 2),
+                                    test::paged_cache(4, false).with(KvDtype::fp8)}),
     ::testing::PrintToStringParamName());
+
+// Each KV dtype is really applied: the first step's logits (the prompt's own pass, like for
+// like) move off the f32 cache's, but only a little. A sanity bound only (the dtype did not
+// wreck the model): how each dtype stores a row is pinned exactly by
+// KvFormat.CachesStoreRowsAsTheirDtype, .Q8_0IsGgmlsBlockScaleAndRounding,
+// .E4m3RoundTripsEveryCodeAndRoundsToNearestEven and .EachTypeDecodesWithinItsPrecision.
+TEST(KvDtypes, LogitsMoveOffF32OnlyByTheStoredPrecision) {
+  for (const ModelSpec& spec : {test::gpt2_spec(), llama(kBin, 2)}) {
+    test::TempDir dir;
+    auto model = test::write_and_load(spec, dir);
+    ASSERT_TRUE(model.is_ok()) << model.message();
+    const Generation f32 = test::run_generate(*model.value(), {kPrompts[0]}, 1, true, 1);
+    ASSERT_TRUE(f32.status.is_ok()) << f32.status.message();
+    for (KvDtype dtype : {KvDtype::f16, KvDtype::bf16, KvDtype::q8_0, KvDtype::fp8}) {
+      const std::string what = spec.name() + " " + kv_dtype_name(dtype);
+      const Generation stored = test::run_generate(*model.value(), {kPrompts[0]}, 1, true, 1,
+                                                   test::contiguous_cache().with(dtype));
+      ASSERT_TRUE(stored.status.is_ok()) << what << ": " << stored.status.message();
+      const std::vector<float>& a = stored.logits[0][0];
+      const std::vector<float>& b = f32.logits[0][0];
+      EXPECT_FALSE(test::bitwise_equal(a, b)) << what << ": the cache dtype changed nothing";
+      float max_abs = 0;
+      for (float v : b) max_abs = std::max(max_abs, std::fabs(v));
+      EXPECT_LT(test::max_abs_diff(a, b), 0.1f * max_abs) << what << ", max |logit| " << max_abs;
+    }
+  }
+}
 
 }  // namespace
 }  // namespace kvlm

@@ -13,17 +13,12 @@
 #include "model/llama.h"
 #include "model/llama2c.h"
 #include "model/loader.h"
+#include "support/stories.h"
 #include "support/test_support.h"
 #include "tokenizer/llama2c_tokenizer.h"
 
 namespace kvlm {
 namespace {
-
-// The shared-data guard for the three stories260K files, then `dir` names their folder.
-#define REQUIRE_STORIES(dir)                                                        \
-  KVLM_REQUIRE_SHARED_DATA("stories260K/stories260K.bin", "stories260K/tok512.bin", \
-                           "stories260K/golden.json");                              \
-  const std::string dir = test::shared_data_path("stories260K")
 
 // run.c's generate() through the engine: the prompt encoded as run.c does (BOS first), greedy
 // tokens until max_new or until the model produces BOS, the text run.c prints.
@@ -60,7 +55,7 @@ RunC run_c(const std::string& dir, const std::string& prompt, int max_new, bool 
 }
 
 TEST(LlamaStories, HeaderIsTheDocumentedGqaModel) {
-  REQUIRE_STORIES(dir);
+  KVLM_REQUIRE_STORIES(dir);
   auto model = load_model(dir + "/stories260K.bin", {});
   ASSERT_TRUE(model.is_ok()) << model.message();
   const ModelConfig& c = model.value()->config();
@@ -79,39 +74,34 @@ TEST(LlamaStories, HeaderIsTheDocumentedGqaModel) {
 }
 
 TEST(LlamaStories, PromptIdsMatchRunC) {
-  REQUIRE_STORIES(dir);
+  KVLM_REQUIRE_STORIES(dir);
   auto tokenizer = Llama2cTokenizer::load(dir + "/tok512.bin", 512);
   ASSERT_TRUE(tokenizer.is_ok()) << tokenizer.message();
-  const auto golden = nlohmann::json::parse(test::read_text(dir + "/golden.json"));
-  for (const auto& c : golden["cases"]) {
-    EXPECT_EQ(tokenizer.value()->encode(c["prompt"].get<std::string>(), true, false),
-              c["prompt_ids"].get<std::vector<int32_t>>())
-        << c["prompt"];
-  }
+  for (const test::StoriesCase& c : test::stories_cases(dir))
+    EXPECT_EQ(tokenizer.value()->encode(c.prompt, true, false), c.prompt_ids) << c.prompt;
   EXPECT_EQ(tokenizer.value()->encode("", true, false), std::vector<int32_t>{1});
 }
 
 TEST(LlamaStories, GoldenTokensAndStdoutByteForByte) {
-  REQUIRE_STORIES(dir);
-  const auto golden = nlohmann::json::parse(test::read_text(dir + "/golden.json"));
-  ASSERT_GE(golden["cases"].size(), 2u);
-  for (const auto& c : golden["cases"]) {
-    const std::string prompt = c["prompt"].get<std::string>();
-    const auto prompt_ids = c["prompt_ids"].get<std::vector<int32_t>>();
-    const int max_new = llama2c_steps_to_max_new(c["steps"].get<int>(), prompt_ids.size());
+  KVLM_REQUIRE_STORIES(dir);
+  const std::vector<test::StoriesCase> cases = test::stories_cases(dir);
+  ASSERT_GE(cases.size(), 2u);
+  for (const test::StoriesCase& c : cases) {
+    const std::string& prompt = c.prompt;
+    const int max_new = c.max_new();
     const RunC run = run_c(dir, prompt, max_new);
     // The golden holds at any thread count (GQA's 8 heads over 4 KV heads split across 3).
     EXPECT_EQ(run_c(dir, prompt, max_new, /*cached=*/true, /*threads=*/3).generated_ids,
               run.generated_ids)
         << prompt << ", 3 threads";
-    EXPECT_EQ(run.prompt_ids, prompt_ids) << prompt;
-    EXPECT_EQ(run.generated_ids, c["generated_ids"].get<std::vector<int32_t>>()) << prompt;
-    EXPECT_EQ(run.stopped_on_bos, c["stopped_on_bos"].get<bool>()) << prompt;
-    EXPECT_EQ(run.output, c["stdout"].get<std::string>()) << prompt;
+    EXPECT_EQ(run.prompt_ids, c.prompt_ids) << prompt;
+    EXPECT_EQ(run.generated_ids, c.generated_ids) << prompt;
+    EXPECT_EQ(run.stopped_on_bos, c.stopped_on_bos) << prompt;
+    EXPECT_EQ(run.output, c.stdout_text) << prompt;
     // token_ids is the prompt followed by what was generated.
     std::vector<int32_t> all = run.prompt_ids;
     all.insert(all.end(), run.generated_ids.begin(), run.generated_ids.end());
-    EXPECT_EQ(all, c["token_ids"].get<std::vector<int32_t>>()) << prompt;
+    EXPECT_EQ(all, c.token_ids) << prompt;
 
     // Uncached generation recomputes everything each step (quadratic), so a prefix suffices.
     const int n_uncached = std::min(max_new, 40);
@@ -123,7 +113,7 @@ TEST(LlamaStories, GoldenTokensAndStdoutByteForByte) {
 }
 
 TEST(LlamaStories, EmptyPromptStartsFromBos) {
-  REQUIRE_STORIES(dir);
+  KVLM_REQUIRE_STORIES(dir);
   const RunC run = run_c(dir, "", 40);
   EXPECT_EQ(run.prompt_ids, std::vector<int32_t>{1});
   ASSERT_FALSE(run.generated_ids.empty());

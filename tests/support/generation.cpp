@@ -8,11 +8,22 @@
 namespace kvlm::test {
 
 std::string CacheSpec::name() const {
-  if (block_size <= 0) return "contiguous";
-  return "paged" + std::to_string(block_size) + (share_prefixes ? "" : "_unshared");
+  std::string n = block_size <= 0
+                      ? "contiguous"
+                      : "paged" + std::to_string(block_size) + (share_prefixes ? "" : "_unshared");
+  if (dtype != KvDtype::f32) n += std::string("_kv_") + kv_dtype_name(dtype);
+  return n;
+}
+
+KvStorageOptions CacheSpec::storage(const ModelConfig& config) const {
+  KvStorageOptions s;
+  s.dtype = dtype;
+  if (dtype == KvDtype::fp8) s.n_kv_head = config.n_kv_head;  // unit scales, as generate() makes
+  return s;
 }
 
 void CacheSpec::apply(GenerateOptions* options) const {
+  options->kv_storage.dtype = dtype;
   if (block_size <= 0) {
     options->paged.reset();
     return;

@@ -1,7 +1,8 @@
 // Running generate() in tests and comparing runs bit for bit: every step's logits of every
 // sequence are recorded, so a claim like "cached == uncached" is checked at every step, not
 // only on the tokens. CacheSpec names the cache a run uses, so suites can take it as a
-// parameter (contiguous, or paged with a block size, sharing prefixes or not).
+// parameter (contiguous, or paged with a block size, sharing prefixes or not; and how it stores
+// K/V: f32, f16, bf16, q8_0, fp8).
 #pragma once
 
 #include <cstdint>
@@ -18,11 +19,19 @@ namespace kvlm::test {
 struct CacheSpec {
   int block_size = 0;          // 0: the contiguous cache; > 0: paged, blocks of this many positions
   bool share_prefixes = true;  // paged: reuse blocks of a common prefix, in the batch or cached
+  KvDtype dtype = KvDtype::f32;  // how K and V are stored (fp8: unit scales)
 
-  // "contiguous", "paged3", "paged16_unshared".
+  // "contiguous", "paged3", "paged16_unshared", "paged4_kv_q8_0" (the dtype when not f32).
   std::string name() const;
-  // Points `options` at this cache (paged options, or none).
+  // Points `options` at this cache (paged options, or none; the storage dtype).
   void apply(GenerateOptions* options) const;
+  // The storage options a cache for `config` takes (what generate() makes of kv_storage).
+  KvStorageOptions storage(const ModelConfig& config) const;
+  CacheSpec with(KvDtype d) const {
+    CacheSpec c = *this;
+    c.dtype = d;
+    return c;
+  }
 };
 
 inline void PrintTo(const CacheSpec& cache, std::ostream* os) {
