@@ -80,6 +80,66 @@ Result<DemoRun> run_batch(
   return run;
 }
 
+// How much work the cache saved: the seed's count of padded positions, the positions kvlm
+// really computed (ragged), and the wall times.
+void print_work(const std::vector<std::vector<int32_t>>& prompts, int max_new,
+                const EngineStats& uncached, const EngineStats& cached) {
+  size_t max_len = 0;
+  for (const auto& p : prompts) max_len = std::max(max_len, p.size());
+  const int64_t padded_uncached = padded_positions(max_len, max_new, false);
+  const int64_t padded_cached = padded_positions(max_len, max_new, true);
+  std::printf(
+      "token positions per padded row (the seed's count): uncached %lld, cached %lld "
+      "(%.1fx less work)\n",
+      static_cast<long long>(padded_uncached), static_cast<long long>(padded_cached),
+      static_cast<double>(padded_uncached) / padded_cached);
+  std::printf("token positions kvlm computed (ragged, all sequences): uncached %lld, cached %lld\n",
+              static_cast<long long>(uncached.rows_computed),
+              static_cast<long long>(cached.rows_computed));
+  const double t_uncached = uncached.prefill_seconds + uncached.decode_seconds;
+  const double t_cached = cached.prefill_seconds + cached.decode_seconds;
+  std::printf("wall time: uncached %.3f s, cached %.3f s: measured speedup %.2fx\n\n", t_uncached,
+              t_cached, t_uncached / t_cached);
+}
+
+// What the cache costs: bytes per token for the dtype, for this run by formula and as held
+// (blocks of one position: the same), with full multi-head K/V, and at the full context.
+void print_cache_costs(const ModelConfig& c, KvDtype dtype,
+                       const std::vector<std::vector<int32_t>>& prompts, int max_new,
+                       const EngineStats& cached) {
+  const int64_t per_token = c.kv_bytes_per_token(sizeof(float));
+  const int64_t stored_per_token =
+      static_cast<int64_t>(2 * c.n_layer * kv_row_bytes(dtype, c.kv_dim()));
+  int64_t positions = 0;  // the last new token is never fed back
+  for (const auto& p : prompts) positions += static_cast<int64_t>(p.size()) + max_new - 1;
+  const int64_t formula_bytes = stored_per_token * positions;
+  if (dtype == KvDtype::f32) {
+    std::printf(
+        "KV cache, fp32: 2 x %d layers x %d KV heads x %d head_dim x 4 bytes = %lld bytes "
+        "per token\n",
+        c.n_layer, c.n_kv_head, c.head_dim, static_cast<long long>(per_token));
+  } else {
+    std::printf(
+        "KV cache, %s: 2 x %d layers x %zu bytes per row of %d KV heads x %d head_dim = "
+        "%lld bytes per token (fp32: %lld)\n",
+        kv_dtype_name(dtype), c.n_layer, kv_row_bytes(dtype, c.kv_dim()), c.n_kv_head, c.head_dim,
+        static_cast<long long>(stored_per_token), static_cast<long long>(per_token));
+  }
+  std::printf("  by formula for this run (prompt + new - 1 positions per sequence): %lld bytes\n",
+              static_cast<long long>(formula_bytes));
+  std::printf("  as allocated by the cache:                                      %lld bytes\n",
+              static_cast<long long>(cached.kv_bytes_peak));
+  if (c.n_kv_head != c.n_head)
+    std::printf(
+        "  with full multi-head K/V (%d heads) it would be:                %lld bytes "
+        "(grouped-query attention saves %.1fx)\n",
+        c.n_head, static_cast<long long>(formula_bytes / c.n_kv_head * c.n_head),
+        static_cast<double>(c.n_head) / c.n_kv_head);
+  std::printf("  at the full context (%d tokens), batch 1: %lld bytes; batch 8: %lld bytes\n",
+              c.n_ctx, static_cast<long long>(stored_per_token * c.n_ctx),
+              static_cast<long long>(stored_per_token * c.n_ctx * 8));
+}
+
 int run_demo(const DemoFlags& flags) {
   auto kv = kv_storage_from_flag(flags.kv_dtype);
   if (!kv) return fail(kv.status());
@@ -143,55 +203,8 @@ int run_demo(const DemoFlags& flags) {
   std::printf("\ntokens identical (cached vs uncached): %s\n", same ? "yes" : "NO");
   std::printf("max |logit difference| over all steps: %s\n\n", format_float(max_diff).c_str());
 
-  size_t max_len = 0;
-  for (const auto& p : prompts) max_len = std::max(max_len, p.size());
-  const int64_t padded_uncached = padded_positions(max_len, flags.max_new, false);
-  const int64_t padded_cached = padded_positions(max_len, flags.max_new, true);
-  std::printf(
-      "token positions per padded row (the seed's count): uncached %lld, cached %lld "
-      "(%.1fx less work)\n",
-      static_cast<long long>(padded_uncached), static_cast<long long>(padded_cached),
-      static_cast<double>(padded_uncached) / padded_cached);
-  std::printf("token positions kvlm computed (ragged, all sequences): uncached %lld, cached %lld\n",
-              static_cast<long long>(uncached->stats.rows_computed),
-              static_cast<long long>(cached->stats.rows_computed));
-  const double t_uncached = uncached->stats.prefill_seconds + uncached->stats.decode_seconds;
-
-  const double t_cached = cached->stats.prefill_seconds + cached->stats.decode_seconds;
-  std::printf("wall time: uncached %.3f s, cached %.3f s: measured speedup %.2fx\n\n", t_uncached,
-              t_cached, t_uncached / t_cached);
-
-  const int64_t per_token = c.kv_bytes_per_token(sizeof(float));
-  const int64_t stored_per_token =
-      static_cast<int64_t>(2 * c.n_layer * kv_row_bytes(kv->dtype, c.kv_dim()));
-  int64_t positions = 0;  // the last new token is never fed back
-  for (const auto& p : prompts) positions += static_cast<int64_t>(p.size()) + flags.max_new - 1;
-  const int64_t formula_bytes = stored_per_token * positions;
-  if (kv->dtype == KvDtype::f32) {
-    std::printf(
-        "KV cache, fp32: 2 x %d layers x %d KV heads x %d head_dim x 4 bytes = %lld bytes "
-        "per token\n",
-        c.n_layer, c.n_kv_head, c.head_dim, static_cast<long long>(per_token));
-  } else {
-    std::printf(
-        "KV cache, %s: 2 x %d layers x %zu bytes per row of %d KV heads x %d head_dim = "
-        "%lld bytes per token (fp32: %lld)\n",
-        kv_dtype_name(kv->dtype), c.n_layer, kv_row_bytes(kv->dtype, c.kv_dim()), c.n_kv_head,
-        c.head_dim, static_cast<long long>(stored_per_token), static_cast<long long>(per_token));
-  }
-  std::printf("  by formula for this run (prompt + new - 1 positions per sequence): %lld bytes\n",
-              static_cast<long long>(formula_bytes));
-  std::printf("  as allocated by the cache:                                      %lld bytes\n",
-              static_cast<long long>(cached->stats.kv_bytes_peak));
-  if (c.n_kv_head != c.n_head)
-    std::printf(
-        "  with full multi-head K/V (%d heads) it would be:                %lld bytes "
-        "(grouped-query attention saves %.1fx)\n",
-        c.n_head, static_cast<long long>(formula_bytes / c.n_kv_head * c.n_head),
-        static_cast<double>(c.n_head) / c.n_kv_head);
-  std::printf("  at the full context (%d tokens), batch 1: %lld bytes; batch 8: %lld bytes\n",
-              c.n_ctx, static_cast<long long>(stored_per_token * c.n_ctx),
-              static_cast<long long>(stored_per_token * c.n_ctx * 8));
+  print_work(prompts, flags.max_new, uncached->stats, cached->stats);
+  print_cache_costs(c, kv->dtype, prompts, flags.max_new, cached->stats);
   return same && max_diff == 0.0f ? 0 : 2;
 }
 
