@@ -74,11 +74,10 @@ void write_llama(const std::string& dir) {
 
 TEST(ServeE2e, OpenAiClient) {
   std::string version;
-  if (run("node -p 'process.versions.node.split(\".\")[0]'", &version) != 0 ||
-      std::atoi(version.c_str()) < 20) {
-    GTEST_SKIP() << "node >= 20 is needed for the kvlm serve end-to-end tests (found: "
-                 << (version.empty() ? "no node" : version) << ")";
-  }
+  const bool have_node = run("node -p 'process.versions.node.split(\".\")[0]'", &version) == 0 &&
+                         std::atoi(version.c_str()) >= 20;
+  KVLM_REQUIRE_TOOL(have_node, "node >= 20 is needed for the kvlm serve end-to-end tests (found: "
+                                   << (version.empty() ? "no node" : version) << ")");
   // The client is installed beside the test binary, from the committed lock file.
   const fs::path source = fs::path(test::source_dir()) / "tests" / "e2e";
   const fs::path work = fs::path(KVLM_BINARY).parent_path() / "e2e";
@@ -88,9 +87,10 @@ TEST(ServeE2e, OpenAiClient) {
   }
   if (!fs::exists(work / "node_modules" / "openai" / "package.json")) {
     std::string npm;
-    if (run("cd '" + work.string() + "' && npm ci --no-audit --no-fund", &npm) != 0) {
-      GTEST_SKIP() << "npm ci could not install the openai client (no registry?):\n" << npm;
-    }
+    const bool installed =
+        run("cd '" + work.string() + "' && npm ci --no-audit --no-fund", &npm) == 0;
+    KVLM_REQUIRE_TOOL(installed, "npm ci could not install the openai client (no registry?):\n"
+                                     << npm);
   }
   test::TempDir gpt2, llama;
   write_gpt2(gpt2.path());

@@ -79,4 +79,14 @@ bool shared_data_required();
   else                                                                                    \
     GTEST_SKIP() << kvlm_missing_
 
+// The same rule for a test that needs a tool rather than data (node and the openai package for
+// the server's end-to-end test, python3 for scripts): skips with `why` when `ok` is false, or
+// fails under KVLM_REQUIRE_SHARED_DATA=1, so CI cannot pass without running it.
+#define KVLM_REQUIRE_TOOL(ok, why)                                      \
+  if (ok) {                                                             \
+  } else if (::kvlm::test::shared_data_required())                      \
+    FAIL() << why << " (required: CI sets KVLM_REQUIRE_SHARED_DATA=1)"; \
+  else                                                                  \
+    GTEST_SKIP() << why
+
 namespace kvlm::test {}  // namespace kvlm::test
