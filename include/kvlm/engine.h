@@ -124,6 +124,13 @@ struct EngineOptions {
   // per 32 values) or "fp8" (e4m3, scales per layer and KV head calibrated once per model when
   // the engine is made). Exactness holds per dtype (docs/kv_cache_quantization.md).
   std::string kv_dtype = "f32";
+  // Attention sinks + sliding window (StreamingLLM; rotary models only, docs/sliding_window.md):
+  // each row attends over the first sink_tokens positions and the last kv_window - sink_tokens,
+  // renumbered within the window; blocks nobody reads again are evicted, so a sequence may run
+  // past the context with its cache bounded by the window. kv_window 0: off. Needs
+  // kv_window > sink_tokens and kv_window >= block_size.
+  int kv_window = 0;
+  int sink_tokens = 0;
   // The uncached baseline: every step recomputes each running sequence from position 0 (same
   // forward code, so the same bits as the cache; only the work differs).
   bool recompute_every_step = false;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -83,6 +84,16 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<LoadedModel> mode
   if (*kv_dtype == KvDtype::fp8) {  // fixed before any request: see eval/kv_calibration.h
     KVLM_ASSIGN_OR_RETURN(po.storage, calibrate_fp8_scales(model->model(), impl->par));
   }
+  po.storage.window = {options.kv_window, options.sink_tokens};
+  if (options.kv_window != 0 || options.sink_tokens != 0) {
+    KVLM_RETURN_IF_ERROR(validate_kv_storage(po.storage, c.n_layer, c.kv_dim()));
+    KVLM_RETURN_IF_ERROR(model->model().check_kv_window(po.storage.window));
+    if (options.kv_window < options.block_size)
+      return Status::error("--kv-window " + std::to_string(options.kv_window) +
+                           " is smaller than one cache block (--block-size " +
+                           std::to_string(options.block_size) +
+                           "): whole blocks are evicted, so the window must hold at least one");
+  }
   po.block_size = options.block_size;
   po.kv_memory_bytes = options.kv_memory_bytes;
   po.token_budget = options.kv_tokens;
@@ -122,18 +133,27 @@ Status Engine::Impl::check_request(const Request& request,
                            std::to_string(c.n_vocab) + ")");
   // The last new token is never fed back, so the model sees prompt + max_new - 1 positions.
   const int64_t needed = static_cast<int64_t>(prompt.size()) + request.max_new_tokens - 1;
-  if (needed > c.n_ctx)
+  // A window renumbers positions within itself: the context bounds it, not the sequence.
+  const bool windowed = options.kv_window > 0;
+  if (!windowed && needed > c.n_ctx)
     return Status::error("the prompt's " + std::to_string(prompt.size()) + " tokens + " +
                          std::to_string(request.max_new_tokens) + " new tokens need " +
                          std::to_string(needed) + " positions, beyond the context length " +
                          std::to_string(c.n_ctx));
   const int64_t room = static_cast<int64_t>(cache->n_blocks()) * cache->block_size();
-  if (needed > room)
+  // With a window a sequence holds at most the window's blocks (plus a step's chunk), except
+  // in the uncached baseline, which recomputes every position in one chunk.
+  const int chunk =
+      options.recompute_every_step
+          ? static_cast<int>(std::min<int64_t>(needed, INT32_MAX))
+          : std::min(options.max_batch_tokens, windowed ? options.kv_window : INT32_MAX);
+  const int64_t held = cache->window_blocks_bound(needed, chunk) * cache->block_size();
+  if (held > room)
     return Status::error("the prompt's " + std::to_string(prompt.size()) + " tokens + " +
                          std::to_string(request.max_new_tokens) + " new tokens need " +
-                         std::to_string(needed) + " positions, beyond the whole KV cache (" +
-                         std::to_string(room) + " positions in " +
-                         std::to_string(cache->arena_bytes()) + " bytes)");
+                         std::to_string(needed) + " positions (" + std::to_string(held) +
+                         " held at once), beyond the whole KV cache (" + std::to_string(room) +
+                         " positions in " + std::to_string(cache->arena_bytes()) + " bytes)");
   return Status::ok();
 }
 

@@ -65,14 +65,14 @@ bool Scheduler::admit_next(int* budget, std::vector<BlockHash>* claimed, StepPla
         return false;
       }
   }
-  int n = std::min(static_cast<int>(seq->tokens.size()) - cached, *budget);
+  int n = std::min({static_cast<int>(seq->tokens.size()) - cached, *budget, chunk_cap()});
   if (cache_.blocks_to_reserve(slot, cached + n) > cache_.n_free_blocks()) {
     cache_.free_sequence(slot);
     // Alone, a request always fits without its prefix hit (a whole-prompt hit needs one more
     // block, to copy the block it recomputes its last position in).
     if (!running_.empty() || cached == 0) return false;
     cached = 0;
-    n = std::min(static_cast<int>(seq->tokens.size()), *budget);
+    n = std::min({static_cast<int>(seq->tokens.size()), *budget, chunk_cap()});
     if (cache_.blocks_to_reserve(slot, n) > cache_.n_free_blocks()) return false;
   }
   (void)cache_.reserve(slot, cached + n);  // planned above: cannot fail
@@ -102,7 +102,7 @@ StepPlan Scheduler::schedule() {
       cache_.free_sequence(seq->slot);
       seq->n_computed = 0;
     }
-    const int n = std::min(seq->remaining(), budget);
+    const int n = std::min({seq->remaining(), budget, chunk_cap()});
     if (n <= 0) {
       ++i;
       continue;
@@ -126,6 +126,7 @@ void Scheduler::computed(const StepPlan& plan) {
   for (const ScheduledChunk& chunk : plan.chunks) {
     chunk.seq->n_computed = chunk.start + chunk.n;
     if (options_.prefix_caching) cache_.register_full_blocks(chunk.seq->slot, chunk.seq->tokens);
+    cache_.evict_outside_window(chunk.seq->slot);  // sinks + window: blocks no row reads again
   }
 }
 

@@ -11,6 +11,7 @@
 // after it is preempted before it is.
 #pragma once
 
+#include <climits>
 #include <deque>
 #include <vector>
 
@@ -66,6 +67,12 @@ class Scheduler {
   // Admits the head of the queue if it fits the budget, the cap and the cache.
   bool admit_next(int* budget, std::vector<BlockHash>* claimed, StepPlan* plan);
   void release_slot(Sequence* seq);
+  // Most positions of one sequence per step: a windowed cache holds W - S - 1 + the chunk's
+  // positions of it at once, so chunks are cut at the window (the uncached baseline excepted).
+  int chunk_cap() const {
+    return cache_.window().enabled() && !options_.recompute_every_step ? cache_.window().window
+                                                                       : INT_MAX;
+  }
 
   PagedKvCache& cache_;
   SchedulerOptions options_;

@@ -1,6 +1,7 @@
 #include "eval/perplexity.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <string>
 
@@ -92,10 +93,25 @@ Result<PerplexityResult> perplexity(std::span<const int32_t> tokens, const EvalC
       (base->model->config().n_vocab != c.n_vocab || base->model->config().n_ctx != c.n_ctx))
     return Status::error("the two configurations compared have different vocabularies or contexts");
   const int ctx = options.ctx > 0 ? options.ctx : c.n_ctx;
-  if (ctx > c.n_ctx)
+  const bool streaming = test.kv.window.enabled();
+  if (base && base->kv.window.enabled() != streaming)
+    return Status::error("the two configurations compared must both use a cache window or neither");
+  if (!streaming && ctx > c.n_ctx)
     return Status::error("--ctx " + std::to_string(ctx) + " is beyond the model's context length " +
                          std::to_string(c.n_ctx));
-  auto windows = perplexity_windows(static_cast<int64_t>(tokens.size()), ctx, options.stride);
+  Result<std::vector<EvalWindow>> windows = std::vector<EvalWindow>{};
+  if (streaming) {  // the whole text as one stream through the windowed cache
+    if (options.ctx != 0 || options.stride != 0)
+      return Status::error(
+          "--kv-window scores the whole text as one stream; --ctx and --stride do not apply");
+    if (tokens.size() < 2 || tokens.size() > static_cast<size_t>(INT32_MAX))
+      return Status::error("the text has " + std::to_string(tokens.size()) +
+                           " tokens; a stream needs at least 2 and fewer than 2^31");
+    KVLM_RETURN_IF_ERROR(test.model->check_kv_window(test.kv.window));
+    windows.value().push_back({0, static_cast<int>(tokens.size()), 1});
+  } else {
+    windows = perplexity_windows(static_cast<int64_t>(tokens.size()), ctx, options.stride);
+  }
   if (!windows) return windows.status();
   for (int32_t id : tokens)
     if (id < 0 || id >= c.n_vocab)
@@ -112,7 +128,7 @@ Result<PerplexityResult> perplexity(std::span<const int32_t> tokens, const EvalC
   std::vector<int32_t> window;
   for (const EvalWindow& w : windows.value()) {
     window.assign(tokens.begin() + w.first, tokens.begin() + w.first + w.length);
-    if (options.stride == 0 && options.bos >= 0) window[0] = options.bos;
+    if (options.stride == 0 && !streaming && options.bos >= 0) window[0] = options.bos;
     KVLM_RETURN_IF_ERROR(window_logits(test, window, w.first_target, &logits, par));
     if (base) KVLM_RETURN_IF_ERROR(window_logits(*base, window, w.first_target, &logits_base, par));
     for (int t = w.first_target; t < w.length; ++t) {

@@ -12,6 +12,11 @@
 //   start at 0, S, 2S, ... until one reaches the end of the text; a window scores the tokens past
 //   the previous window's end (the first window: offsets 1..), so each token after the first is
 //   scored once, with at least ctx - S tokens of context once past the first window. No BOS.
+// * With a cache window (EvalConfig::kv.window: sinks + sliding window), the whole text is one
+//   stream: every token after the first is scored, predicted through the windowed cache from
+//   all tokens before it (of which the row attends to the sinks and the last W - S). No BOS,
+//   as with --stride, so `--ctx W --stride 1` (each token predicted by recomputing its last W
+//   tokens from scratch) scores the very same tokens: StreamingLLM's reference.
 //
 // Comparison: with a base configuration, both run over the same windows; per scored position,
 // KL(P_base || P) = sum_v p_base(v) (log p_base(v) - log p(v)) over the full vocabulary in double

@@ -24,7 +24,7 @@ int32_t argmax(std::span<const float> logits) {
 }
 
 Status validate_request(const Model& model, const std::vector<std::vector<int32_t>>& prompts,
-                        int max_new_tokens) {
+                        int max_new_tokens, bool windowed) {
   const ModelConfig& c = model.config();
   if (prompts.empty()) return Status::error("no prompts given");
   if (max_new_tokens < 1)
@@ -38,7 +38,7 @@ Status validate_request(const Model& model, const std::vector<std::vector<int32_
                              " is outside the vocabulary [0, " + std::to_string(c.n_vocab) + ")");
     // The last new token is never fed back, so the model sees prompt + max_new - 1 positions.
     const int64_t needed = static_cast<int64_t>(prompts[s].size()) + max_new_tokens - 1;
-    if (needed > c.n_ctx)
+    if (!windowed && needed > c.n_ctx)
       return Status::error(which + ": " + std::to_string(prompts[s].size()) + " tokens + " +
                            std::to_string(max_new_tokens) + " new tokens need " +
                            std::to_string(needed) + " positions, beyond the context length " +
@@ -49,7 +49,8 @@ Status validate_request(const Model& model, const std::vector<std::vector<int32_
 
 Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int32_t>>& prompts,
                                 const GenerateOptions& options, const Parallel& par) {
-  KVLM_RETURN_IF_ERROR(validate_request(model, prompts, options.max_new_tokens));
+  KVLM_RETURN_IF_ERROR(validate_request(model, prompts, options.max_new_tokens,
+                                        options.kv_storage.window.enabled()));
   const ModelConfig& c = model.config();
   const int n_seq = static_cast<int>(prompts.size());
   const size_t V = c.n_vocab;

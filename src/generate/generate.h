@@ -78,8 +78,9 @@ int32_t argmax(std::span<const float> logits);
 
 // Checks prompts before any work: non-empty, ids in the vocabulary, prompt + new tokens within
 // the context length, max_new_tokens >= 1.
+// `windowed`: a cache window (sinks + sliding window) lets sequences run past the context.
 Status validate_request(const Model& model, const std::vector<std::vector<int32_t>>& prompts,
-                        int max_new_tokens);
+                        int max_new_tokens, bool windowed = false);
 
 Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int32_t>>& prompts,
                                 const GenerateOptions& options, const Parallel& par);

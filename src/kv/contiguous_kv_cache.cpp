@@ -9,6 +9,7 @@ ContiguousKvCache::ContiguousKvCache(int n_layer, int kv_dim, std::vector<int> c
     : n_layer_(n_layer),
       kv_dim_(kv_dim),
       codec_(storage, n_layer, kv_dim),
+      window_(storage.window),
       capacities_(std::move(capacities)) {
   for (int capacity : capacities_) {
     offsets_.push_back(total_positions_);

@@ -1,7 +1,9 @@
 // ContiguousKvCache: every sequence gets one slab of rows sized for its whole run (prompt +
 // new tokens), allocated once when the run starts; keys and values are written into place
 // and never moved or copied (the seed's "preallocate a buffer and write into a slice").
-// Rows are stored as the storage options' dtype (f32 by default).
+// Rows are stored as the storage options' dtype (f32 by default). With a window (sinks +
+// sliding window) the slab still holds every position: attention reads only each row's view.
+// Bounded memory past the context is the paged cache's job (it evicts whole blocks).
 #pragma once
 
 #include <memory>
@@ -23,6 +25,7 @@ class ContiguousKvCache final : public KvCache {
   void runs(int seq, int layer, int n_positions, std::vector<KvRun>* out) const override;
   KvRowFormat row_format(int layer) const override { return codec_.format(layer); }
   size_t allocated_bytes() const override { return n_bytes_ * 2; }
+  KvWindow window() const override { return window_; }
 
   int n_sequences() const { return static_cast<int>(capacities_.size()); }
 
@@ -34,6 +37,7 @@ class ContiguousKvCache final : public KvCache {
   int n_layer_;
   int kv_dim_;
   KvRowCodec codec_;
+  KvWindow window_;
   std::vector<int> capacities_;
   std::vector<size_t> offsets_;  // first position of each sequence's slab
   size_t total_positions_ = 0;

@@ -9,6 +9,16 @@ Status validate_kv_storage(const KvStorageOptions& options, int n_layer, int kv_
   if (!kv_dtype_storable(options.dtype))
     return Status::error(std::string("KV cache: dtype ") + kv_dtype_name(options.dtype) +
                          " cannot be stored; accepted: f32, f16, bf16, q8_0, fp8");
+  if (options.window.window != 0 || options.window.sinks != 0) {
+    const KvWindow& w = options.window;
+    if (w.window < 0 || w.sinks < 0)
+      return Status::error("--kv-window and --sink-tokens must not be negative, found " +
+                           std::to_string(w.window) + " and " + std::to_string(w.sinks));
+    if (w.window <= w.sinks)
+      return Status::error("--kv-window " + std::to_string(w.window) +
+                           " must be larger than --sink-tokens " + std::to_string(w.sinks) +
+                           " (the window holds the sinks and at least one recent position)");
+  }
   if (options.dtype != KvDtype::fp8) return Status::ok();
   if (options.n_kv_head < 1 || kv_dim % options.n_kv_head != 0)
     return Status::error("KV cache: fp8 needs n_kv_head dividing kv_dim " + std::to_string(kv_dim) +
@@ -26,6 +36,24 @@ Status validate_kv_storage(const KvStorageOptions& options, int n_layer, int kv_
                              " is not a positive finite number in [2^-100, 2^100]");
   }
   return Status::ok();
+}
+
+void KvCache::range_runs(int seq, int layer, int begin, int end, std::vector<KvRun>* out) const {
+  const size_t first = out->size();
+  runs(seq, layer, end, out);
+  const size_t row_bytes = row_format(layer).row_bytes;
+  size_t i = first;
+  for (int skip = begin; skip > 0 && i < out->size();) {
+    KvRun& run = (*out)[i];
+    const int take = std::min(skip, run.n_positions);
+    run.k += static_cast<size_t>(take) * row_bytes;
+    run.v += static_cast<size_t>(take) * row_bytes;
+    run.n_positions -= take;
+    skip -= take;
+    if (run.n_positions == 0) ++i;
+  }
+  out->erase(out->begin() + static_cast<std::ptrdiff_t>(first),
+             out->begin() + static_cast<std::ptrdiff_t>(i));
 }
 
 KvRowCodec::KvRowCodec(const KvStorageOptions& options, int n_layer, int kv_dim)

@@ -13,7 +13,9 @@
 // fixed when the cache is made), so every exactness property of the fp32 cache holds per dtype.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "kvlm/status.h"
@@ -21,6 +23,33 @@
 #include "ops/kv_format.h"
 
 namespace kvlm {
+
+// Attention sinks + a sliding window (StreamingLLM, docs/sliding_window.md): a row at position
+// `pos` attends over the first `sinks` positions and the last `window - sinks` up to itself,
+// at positions renumbered within that view (0 .. view - 1): sinks keep theirs, the recent
+// positions follow them, the query is the view's last. Keys are stored before rotation and
+// rotated to their in-view position when a row reads them, so a sequence can run past the
+// model's context with at most `window` positions attended. window == 0: off.
+struct KvWindow {
+  int window = 0;  // W: positions a row attends over (sinks included); 0: no window
+  int sinks = 0;   // S: leading positions always kept, 0 <= S < W
+
+  bool enabled() const { return window > 0; }
+  // First recent position of the view of a row at `pos` (== sinks' end while nothing is evicted).
+  int64_t recent_begin(int64_t pos) const {
+    return pos + 1 <= window ? std::min<int64_t>(sinks, pos + 1) : pos + 1 - (window - sinks);
+  }
+  // Positions the row at `pos` attends over, its own included: min(pos + 1, W).
+  int view_size(int64_t pos) const {
+    return static_cast<int>(pos + 1 <= window ? pos + 1 : window);
+  }
+  // The row's query position within its view: view_size - 1.
+  int query_pos(int64_t pos) const { return view_size(pos) - 1; }
+  // True when `pos` is never attended again by any row at `first_row` or later.
+  bool evicted(int64_t pos, int64_t first_row) const {
+    return enabled() && pos >= sinks && pos < recent_begin(first_row);
+  }
+};
 
 // How a cache stores its rows. Part of every cache's constructor options.
 struct KvStorageOptions {
@@ -30,10 +59,12 @@ struct KvStorageOptions {
   int n_kv_head = 1;
   std::vector<float> fp8_k_scales;
   std::vector<float> fp8_v_scales;
+  // Sinks + sliding window (off by default). With it on, keys are stored before rotation.
+  KvWindow window;
 };
 
 // Checks the options against a cache shape: a storable dtype, kv_dim a multiple of n_kv_head,
-// scales of the right count, finite and positive.
+// scales of the right count, finite and positive, a window larger than its sinks.
 Status validate_kv_storage(const KvStorageOptions& options, int n_layer, int kv_dim);
 
 // The part of a cache that turns fp32 rows into stored ones and describes them to attention.
@@ -66,6 +97,11 @@ class KvCache {
   virtual void write_row(int seq, int layer, int pos, const float* k, const float* v) = 0;
   // Appends to `out` the runs holding positions [0, n_positions) of `seq` in `layer`.
   virtual void runs(int seq, int layer, int n_positions, std::vector<KvRun>* out) const = 0;
+  // Appends the runs holding positions [begin, end) (a window's recent part). This default
+  // trims runs(seq, layer, end); a cache that evicts positions overrides it.
+  virtual void range_runs(int seq, int layer, int begin, int end, std::vector<KvRun>* out) const;
+  // The sinks + sliding window this cache keeps (off unless its storage options set one).
+  virtual KvWindow window() const { return {}; }
   // How the rows of `layer` are stored (dtype, stride, fp8 scales), for attention.
   virtual KvRowFormat row_format(int layer) const = 0;
   // Bytes of K and V storage this cache holds now (kvlm kv-size --dtype's figure exactly: fp8's

@@ -68,6 +68,7 @@ PagedKvCache::PagedKvCache(int n_layer, int kv_dim, int block_size, int n_blocks
       kv_dim_(kv_dim),
       block_size_(block_size),
       codec_(storage, n_layer, kv_dim),
+      window_(storage.window),
       block_half_bytes_(static_cast<size_t>(n_layer) * block_size * codec_.row_bytes()),
       pool_(n_blocks),
       block_tokens_(static_cast<size_t>(n_blocks) * block_size),
@@ -92,6 +93,47 @@ void PagedKvCache::runs(int seq, int layer, int n_positions, std::vector<KvRun>*
     out->push_back(
         {keys_.get() + offset, values_.get() + offset, std::min(block_size_, n_positions - first)});
   }
+}
+
+void PagedKvCache::range_runs(int seq, int layer, int begin, int end,
+                              std::vector<KvRun>* out) const {
+  const Sequence& s = seqs_[seq];
+  const size_t row_bytes = codec_.row_bytes();
+  const size_t layer_offset = static_cast<size_t>(layer) * block_size_ * row_bytes;
+  for (int pos = begin; pos < end;) {
+    const int row = pos % block_size_;
+    const int n = std::min(block_size_ - row, end - pos);
+    const size_t offset = block_offset(s.table[pos / block_size_]) + layer_offset + row * row_bytes;
+    out->push_back({keys_.get() + offset, values_.get() + offset, n});
+    pos += n;
+  }
+}
+
+void PagedKvCache::evict_outside_window(int seq) {
+  if (!window_.enabled() || !holds(seq)) return;
+  Sequence& s = seqs_[seq];
+  const int64_t keep_from = window_.recent_begin(s.length);
+  // Blocks holding a sink are never evicted; past them, evict while a block ends before the
+  // window's recent part, oldest first.
+  int i = std::max(s.evict_cursor, div_up(window_.sinks, block_size_));
+  for (; i < static_cast<int>(s.table.size()) &&
+         static_cast<int64_t>(i + 1) * block_size_ <= keep_from;
+       ++i) {
+    if (s.table[i] == kEvicted) continue;
+    pool_.release(s.table[i]);
+    s.table[i] = kEvicted;
+  }
+  s.evict_cursor = i;
+}
+
+int64_t PagedKvCache::window_blocks_bound(int64_t n_positions, int chunk_tokens) const {
+  const int64_t all = div_up(n_positions, block_size_);
+  if (!window_.enabled()) return all;
+  // Sinks' blocks, plus the recent part of the first row's view and the chunk after it, which
+  // may straddle one more block boundary.
+  const int64_t recent = static_cast<int64_t>(window_.window - window_.sinks - 1) + chunk_tokens;
+  return std::min<int64_t>(all,
+                           div_up(window_.sinks, block_size_) + div_up(recent, block_size_) + 1);
 }
 
 int PagedKvCache::blocks_needed(int seq, int n_positions) const {
@@ -161,6 +203,8 @@ Status PagedKvCache::reserve_all(std::span<const PositionsRequest> requests) {
       return Status::error("KV cache: negative position count " + std::to_string(r.n_positions));
     wanted[r.seq] = std::max(wanted[r.seq], r.n_positions);
   }
+  // Blocks no future row reads go first (changing no result, so also when the plan fails).
+  for (const auto& [seq, n] : wanted) evict_outside_window(seq);
   // Counted per sequence, a block two sequences share is counted twice though only the first
   // to write copies it: the plan may refuse at the very edge of memory, never overcommit.
   int needed = 0;
@@ -234,6 +278,7 @@ Result<int> PagedKvCache::match_prefix(int seq, std::span<const int32_t> tokens)
   s.length = static_cast<int>(std::min<int64_t>(matched, static_cast<int64_t>(tokens.size()) - 1));
   s.length = std::max(s.length, 0);
   peak_used_ = std::max(peak_used_, pool_.n_used());
+  evict_outside_window(seq);
   return s.length;
 }
 
@@ -248,6 +293,7 @@ void PagedKvCache::register_full_blocks(int seq, std::span<const int32_t> tokens
     const BlockHash parent = s.chain;
     s.chain = hash_block(parent, block_tokens);
     const int block = s.table[s.n_committed++];
+    if (block == kEvicted) continue;  // the window released it (it was registered before)
     // A block already cached (a prefix hit) or whose prefix another block already caches
     // (computed twice in one batch) stays as it is; the chain goes on either way.
     if (!pool_.set_hash(block, s.chain)) continue;
@@ -265,7 +311,8 @@ Status PagedKvCache::fork_sequence(int src, int dst) {
     return Status::error("KV cache: cannot fork into sequence " + std::to_string(dst) +
                          ": it is in use");
   Sequence copy = seqs_[src];
-  for (int block : copy.table) pool_.add_ref(block);
+  for (int block : copy.table)
+    if (block != kEvicted) pool_.add_ref(block);
   slot(dst) = std::move(copy);
   return Status::ok();
 }
@@ -275,7 +322,8 @@ void PagedKvCache::free_sequence(int seq) {
   Sequence& s = seqs_[seq];
   // Last block first: the cached blocks of a prefix's tail are then evicted before its head,
   // which more prompts share.
-  for (auto it = s.table.rbegin(); it != s.table.rend(); ++it) pool_.release(*it);
+  for (auto it = s.table.rbegin(); it != s.table.rend(); ++it)
+    if (*it != kEvicted) pool_.release(*it);
   s = Sequence{};
 }
 
@@ -283,6 +331,7 @@ int64_t PagedKvCache::held_positions() const {
   std::vector<int> fill(n_blocks(), 0);
   for (const Sequence& s : seqs_)
     for (size_t i = 0; i < s.table.size(); ++i) {
+      if (s.table[i] == kEvicted) continue;
       const int rows = std::clamp(s.length - static_cast<int>(i) * block_size_, 0, block_size_);
       fill[s.table[i]] = std::max(fill[s.table[i]], rows);
     }
@@ -305,7 +354,17 @@ Status PagedKvCache::check() const {
                            std::to_string(s.length) + " positions");
     if (s.n_committed > static_cast<int>(s.table.size()))
       return Status::error(which + " committed more blocks than it holds");
-    for (int b : s.table) {
+    for (size_t i = 0; i < s.table.size(); ++i) {
+      const int b = s.table[i];
+      if (b == kEvicted) {
+        // Only a block no row at or after the sequence's length reads may be gone.
+        const int64_t last = static_cast<int64_t>(i + 1) * block_size_ - 1;
+        if (!window_.evicted(static_cast<int64_t>(i) * block_size_, s.length) ||
+            !window_.evicted(last, s.length))
+          return Status::error(which + " evicted block " + std::to_string(i) +
+                               ", which its window still reads");
+        continue;
+      }
       if (b < 0 || b >= n_blocks())
         return Status::error(which + " names no block " + std::to_string(b));
       ++refs[b];

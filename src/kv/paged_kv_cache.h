@@ -18,6 +18,14 @@
 // sequence would have written itself; attention reduces over positions in order across runs,
 // so splitting a sequence into blocks changes nothing either.
 //
+// Sinks + sliding window (storage.window, docs/sliding_window.md): once no row at or after a
+// sequence's length can attend to a block any more (every position in it is past the sinks and
+// before the window's recent part), the block is evicted: released to the pool, its table entry
+// marked kEvicted. A sequence then holds at most window_blocks_bound() blocks however long it
+// runs. Eviction happens in evict_outside_window() (the engine calls it after each step),
+// match_prefix() and reserve_all(); it frees only what no future row reads, so it never
+// changes a bit of any result.
+//
 // Plan, then commit: reserve() and reserve_all() either make room for everything asked or
 // return an error and change nothing. Metadata (tables, counts, hashes) is kept apart from the
 // storage; the BlockPool holding most of it is tested without a model.
@@ -63,6 +71,8 @@ class PagedKvCache final : public KvCache {
   Status check_reserved(int seq, int n_positions) const override;
   void write_row(int seq, int layer, int pos, const float* k, const float* v) override;
   void runs(int seq, int layer, int n_positions, std::vector<KvRun>* out) const override;
+  void range_runs(int seq, int layer, int begin, int end, std::vector<KvRun>* out) const override;
+  KvWindow window() const override { return window_; }
   KvRowFormat row_format(int layer) const override { return codec_.format(layer); }
   // Bytes of the blocks sequences hold now (cached prefixes nobody holds are not counted:
   // they are free memory that happens to remember something).
@@ -94,6 +104,14 @@ class PagedKvCache final : public KvCache {
   Status fork_sequence(int src, int dst);
   // Returns the sequence's blocks: full cached ones stay findable until evicted.
   void free_sequence(int seq);
+  // With a window: releases the blocks of `seq` that no row at or after its length attends to.
+  // Nothing without a window.
+  void evict_outside_window(int seq);
+  // The most blocks one sequence holds at once with the window when a step computes up to
+  // `chunk_tokens` of its positions; without a window (or when it is smaller), all of
+  // [0, n_positions).
+  int64_t window_blocks_bound(int64_t n_positions, int chunk_tokens) const;
+  static constexpr int kEvicted = -1;  // a block table entry whose block the window evicted
 
   bool holds(int seq) const { return seq >= 0 && seq < n_slots() && !seqs_[seq].table.empty(); }
   int length(int seq) const { return seq >= 0 && seq < n_slots() ? seqs_[seq].length : 0; }
@@ -118,10 +136,11 @@ class PagedKvCache final : public KvCache {
 
  private:
   struct Sequence {
-    std::vector<int> table;  // block ids: position p is in table[p / B]
+    std::vector<int> table;  // block ids: position p is in table[p / B] (kEvicted: gone)
     int length = 0;          // positions [0, length) reserved (written, or being written)
     int n_committed = 0;     // leading full blocks whose chain hash is computed
     BlockHash chain = 0;     // chain hash after those blocks
+    int evict_cursor = 0;    // window: entries before it (past the sinks' blocks) are evicted
   };
   struct FreeDeleter {
     void operator()(std::byte* p) const { std::free(p); }
@@ -151,6 +170,7 @@ class PagedKvCache final : public KvCache {
   int kv_dim_;
   int block_size_;
   KvRowCodec codec_;
+  KvWindow window_;
   size_t block_half_bytes_;  // n_layer * B * row_bytes: one block's K (or V)
   BlockPool pool_;
   std::vector<Sequence> seqs_;  // by slot; grows on first use

@@ -3,8 +3,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
+#include "model/decoder_model.h"  // ensure_size
 #include "ops/attention.h"
 
 namespace kvlm {
@@ -30,6 +32,71 @@ void drop_leading_positions(std::vector<KvRun>& runs, int n_skip, size_t row_byt
   runs.erase(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(first));
 }
 
+// Scratch of one thread for a windowed row: its view's keys rotated to their in-view positions
+// (and, unless the cache holds fp32 values, its values widened), as fp32 rows of kv_dim.
+struct WindowScratch {
+  std::vector<float> k;    // [view, kv_dim]
+  std::vector<float> v;    // [view, kv_dim]
+  std::vector<float> row;  // [kv_dim] one stored key widened to fp32
+};
+
+// Widens values [c_begin, c_end) of a stored row to fp32 (each value the bits attention's reader
+// gives it, kv_decode_value's).
+void widen_row(float* out, const std::byte* row, const KvRowFormat& format, const float* scales,
+               int kv_dim, int head_dim, int c_begin, int c_end) {
+  if (format.dtype == KvDtype::f32) {
+    std::memcpy(out + c_begin, reinterpret_cast<const float*>(row) + c_begin,
+                sizeof(float) * (c_end - c_begin));
+    return;
+  }
+  for (int c = c_begin; c < c_end; ++c)
+    out[c] = kv_decode_value(row, kv_dim, c, format.dtype,
+                             scales != nullptr ? scales[c / head_dim] : 1.0f);
+}
+
+// One row's attention over its window view (sinks, then its recent positions), heads
+// [head_begin, head_end): gathers and rotates the keys those heads read, then runs the plain
+// kernel over fp32 rows.
+void attend_window_row(float* out, const float* q, const AttentionRow& row, int layer,
+                       const KvCache& cache, const AttentionShape& shape, const KvRowFormat& format,
+                       int head_begin, int head_end, WindowScratch* ws, std::vector<KvRun>* runs,
+                       float* scores) {
+  const KvWindow w = cache.window();
+  const int kv_dim = shape.n_kv_head * shape.head_dim, D = shape.head_dim;
+  const int group = shape.n_head / shape.n_kv_head;
+  const int g_begin = head_begin / group, g_end = (head_end - 1) / group + 1;
+  const int c_begin = g_begin * D, c_end = g_end * D;
+  const int64_t recent = w.recent_begin(row.pos);
+  const int sink_end = static_cast<int>(std::min<int64_t>(w.sinks, recent));
+  const int n_view = w.view_size(row.pos);
+  runs->clear();
+  cache.range_runs(row.seq, layer, 0, sink_end, runs);
+  cache.range_runs(row.seq, layer, static_cast<int>(recent), row.pos + 1, runs);
+  ensure_size(ws->k, static_cast<size_t>(n_view) * kv_dim);
+  ensure_size(ws->row, kv_dim);
+  const bool f32_values = format.dtype == KvDtype::f32;
+  if (!f32_values) ensure_size(ws->v, static_cast<size_t>(n_view) * kv_dim);
+  std::vector<KvRun> rotated;
+  int j = 0;  // in-view position
+  for (const KvRun& run : *runs) {
+    const float* k_first = ws->k.data() + static_cast<size_t>(j) * kv_dim;
+    const float* v_first = f32_values ? reinterpret_cast<const float*>(run.v)
+                                      : ws->v.data() + static_cast<size_t>(j) * kv_dim;
+    for (int p = 0; p < run.n_positions; ++p, ++j) {
+      const size_t at = static_cast<size_t>(p) * format.row_bytes;
+      widen_row(ws->row.data(), run.k + at, format, format.k_scale, kv_dim, D, c_begin, c_end);
+      rope_rotate_heads(ws->k.data() + static_cast<size_t>(j) * kv_dim, ws->row.data(),
+                        *shape.window_rope, j, g_begin, g_end, D);
+      if (!f32_values)
+        widen_row(ws->v.data() + static_cast<size_t>(j) * kv_dim, run.v + at, format,
+                  format.v_scale, kv_dim, D, c_begin, c_end);
+    }
+    rotated.push_back(f32_run(k_first, v_first, run.n_positions));
+  }
+  attention_heads_forward(out, q, rotated, f32_rows(kv_dim), scores, shape.n_head, shape.n_kv_head,
+                          D, head_begin, head_end);
+}
+
 }  // namespace
 
 void attend_rows(float* out, size_t out_stride, const float* q, size_t q_stride,
@@ -39,6 +106,7 @@ void attend_rows(float* out, size_t out_stride, const float* q, size_t q_stride,
   const int n_rows = static_cast<int>(rows.size());
   if (n_rows == 0) return;
   const KvRowFormat format = cache.row_format(layer);
+  const bool windowed = cache.window().enabled();
   const int n_blocks = (n_rows + kRowsPerTask - 1) / kRowsPerTask;
   // Heads go in groups sharing a key/value head (they read the same slice); when that leaves
   // fewer tasks than two per thread (decoding few sequences of a model with few KV heads),
@@ -49,6 +117,7 @@ void attend_rows(float* out, size_t out_stride, const float* q, size_t q_stride,
 #pragma omp parallel num_threads(std::max(1, std::min(par.n_threads, n_tasks)))
   {
     std::vector<KvRun> runs;
+    WindowScratch window_scratch;
     float* my_scratch = scratch + static_cast<size_t>(omp_get_thread_num()) * scratch_stride;
 #pragma omp for schedule(dynamic)
     for (int task = 0; task < n_tasks; ++task) {
@@ -57,6 +126,11 @@ void attend_rows(float* out, size_t out_stride, const float* q, size_t q_stride,
       const int head_end = shape.n_head * (g + 1) / n_groups;
       const int r_end = std::min(n_rows, (block + 1) * kRowsPerTask);
       for (int r = block * kRowsPerTask; r < r_end; ++r) {
+        if (windowed) {
+          attend_window_row(out + r * out_stride, q + r * q_stride, rows[r], layer, cache, shape,
+                            format, head_begin, head_end, &window_scratch, &runs, my_scratch);
+          continue;
+        }
         runs.clear();
         cache.runs(rows[r].seq, layer, rows[r].pos + 1, &runs);
         const int n_positions = rows[r].pos + 1;

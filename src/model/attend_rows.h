@@ -15,6 +15,7 @@
 
 #include "kv/kv_cache.h"
 #include "ops/parallel.h"
+#include "ops/rope.h"
 
 namespace kvlm {
 
@@ -29,10 +30,16 @@ struct AttentionShape {
   int n_kv_head = 0;
   int head_dim = 0;
   int sliding_window = 0;  // > 0: a row attends over its last sliding_window positions only
+  // The cache's sinks + window (KvCache::window()): keys are stored before rotation and each row
+  // rotates the keys of its view to their in-view positions with this table (>= W positions).
+  const RopeTable* window_rope = nullptr;
 };
 
 // out[r * out_stride + h * head_dim ...] = attention of row r's query (q[r * q_stride ...]) over
-// its sequence's cached positions in `layer`, for every row and head. scratch holds
+// its sequence's cached positions in `layer`, for every row and head. With a cache window, a
+// row attends over its view instead (KvCache::window(): the sinks and its last W - S positions,
+// keys rotated to positions 0 .. view - 1 as they are read; its query must already be rotated
+// to the view's last position). scratch holds
 // par.n_threads x scratch_stride floats, scratch_stride >= the longest row's positions.
 void attend_rows(float* out, size_t out_stride, const float* q, size_t q_stride,
                  std::span<const AttentionRow> rows, int layer, const KvCache& cache,

@@ -7,7 +7,9 @@ namespace kvlm {
 Status DecoderModel::forward(float* logits, std::span<const SequenceChunk> chunks, KvCache& cache,
                              const Parallel& par) {
   const ModelConfig& c = config();
-  KVLM_RETURN_IF_ERROR(validate_chunks(chunks, c));
+  const KvWindow window = cache.window();
+  KVLM_RETURN_IF_ERROR(check_kv_window(window));
+  KVLM_RETURN_IF_ERROR(validate_chunks(chunks, c, window.enabled()));
   int n_rows = 0;
   for (const SequenceChunk& chunk : chunks) {
     const int end = chunk.start_pos + static_cast<int>(chunk.tokens.size());

@@ -70,6 +70,19 @@ size_t LlamaModel::weight_bytes() const {
   return bytes + sizeof(float) * c.n_embd;  // final norm
 }
 
+Status LlamaModel::check_kv_window(const KvWindow& window) const {
+  if (!window.enabled()) return Status::ok();
+  if (window.window > config_.model.n_ctx)
+    return Status::error(
+        "--kv-window " + std::to_string(window.window) + " is beyond the model's context length " +
+        std::to_string(config_.model.n_ctx) + " (positions within the window run 0 .. W-1)");
+  if (config_.sliding_window > 0 && window.window > config_.sliding_window)
+    return Status::error("--kv-window " + std::to_string(window.window) +
+                         " is beyond the model's own sliding window " +
+                         std::to_string(config_.sliding_window) + " (config.json sliding_window)");
+  return Status::ok();
+}
+
 // Causal grouped-query attention for every new row: its rotated K and its V go into the cache,
 // then it attends over the sequence's positions [0, pos] (or the last sliding_window of them),
 // all read back from the cache. Prefill and decode run exactly this code, which is what makes
@@ -83,14 +96,24 @@ void LlamaModel::attention_block(int layer, std::span<const SequenceChunk> chunk
     for (size_t t = 0; t < chunk.tokens.size(); ++t)
       rows.push_back({chunk.seq, chunk.start_pos + static_cast<int>(t)});
   const int n_rows = static_cast<int>(rows.size());
+  // With the cache's sinks + window, keys go in unrotated and each row reads them rotated to
+  // their in-window positions; its query sits at the window's last (docs/sliding_window.md).
+  const KvWindow window = cache.window();
+  if (window.enabled() && window_rope_.n_positions < window.window)
+    window_rope_ = rope_table(inv_freq_.data(), c.head_dim, window.window);
   for (int r = 0; r < n_rows; ++r) {
     float* q = state_.q.data() + static_cast<size_t>(r) * q_dim;
     float* k = state_.k.data() + static_cast<size_t>(r) * kv_dim;
     const float* v = state_.v.data() + static_cast<size_t>(r) * kv_dim;
-    rope_forward(q, k, inv_freq_.data(), rows[r].pos, c.n_head, c.n_kv_head, c.head_dim);
+    if (window.enabled())
+      rope_forward(q, nullptr, inv_freq_.data(), window.query_pos(rows[r].pos), c.n_head,
+                   c.n_kv_head, c.head_dim);
+    else
+      rope_forward(q, k, inv_freq_.data(), rows[r].pos, c.n_head, c.n_kv_head, c.head_dim);
     cache.write_row(rows[r].seq, layer, rows[r].pos, k, v);
   }
-  const AttentionShape shape{c.n_head, c.n_kv_head, c.head_dim, config_.sliding_window};
+  AttentionShape shape{c.n_head, c.n_kv_head, c.head_dim, config_.sliding_window};
+  if (window.enabled()) shape.window_rope = &window_rope_;
   attend_rows(state_.att.data(), q_dim, state_.q.data(), q_dim, rows, layer, cache, shape,
               state_.scratch.data(), c.n_ctx, par);
 }

@@ -20,6 +20,7 @@
 #include "model/decoder_model.h"
 #include "model/llama_config.h"
 #include "model/model.h"
+#include "ops/rope.h"
 
 namespace kvlm {
 
@@ -79,6 +80,9 @@ class LlamaModel final : public DecoderModel {
   const std::string& source() const { return source_; }
   size_t weight_bytes() const override;
   std::string weight_dtype() const override { return dtype_name(weights_.embed.dtype); }
+  // A window must fit the context (its positions are 0 .. W-1) and, for a model with its own
+  // sliding window (Mistral), within that.
+  Status check_kv_window(const KvWindow& window) const override;
 
  protected:
   void prepare(size_t n_rows, const Parallel& par) override;
@@ -99,6 +103,7 @@ class LlamaModel final : public DecoderModel {
   std::unique_ptr<WeightStorage> storage_;
   std::string source_;
   std::vector<float> inv_freq_;  // [D/2] rotary frequencies
+  RopeTable window_rope_;        // cos/sin of positions [0, W) once a cache window is used
   LlamaRunState state_;
 };
 

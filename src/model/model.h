@@ -34,9 +34,15 @@ class Model {
   virtual size_t weight_bytes() const = 0;
   // Storage type of the big matrices ("F32", "F16", "BF16").
   virtual std::string weight_dtype() const = 0;
+  // Ok when forward() can run on a cache with this sinks + sliding window: only rotary models
+  // can renumber positions within a window, so the default (GPT-2's learned absolute
+  // positions) refuses, naming the flag.
+  virtual Status check_kv_window(const KvWindow& window) const;
 };
 
-// Checks the chunks against the config: token ids in [0, n_vocab), non-empty, within n_ctx.
-Status validate_chunks(std::span<const SequenceChunk> chunks, const ModelConfig& config);
+// Checks the chunks against the config: token ids in [0, n_vocab), non-empty, within n_ctx
+// (unless `windowed`: a cache window renumbers positions, so a sequence may run past n_ctx).
+Status validate_chunks(std::span<const SequenceChunk> chunks, const ModelConfig& config,
+                       bool windowed = false);
 
 }  // namespace kvlm

@@ -154,7 +154,7 @@ TEST(KvFormat, CachesStoreRowsAsTheirDtype) {
   };
   for (KvDtype dtype : kCacheTypes) {
     SCOPED_TRACE(kv_dtype_name(dtype));
-    KvStorageOptions storage{dtype, n_kv_head, {0.5f, 1.0f, 2.0f, 4.0f}, {1.0f, 0.25f, 1.0f, 8.0f}};
+    KvStorageOptions storage{dtype, n_kv_head, {0.5f, 1.0f, 2.0f, 4.0f}, {1.0f, 0.25f, 1.0f, 8.0f}, {}};
     ContiguousKvCache contiguous(n_layer, kv_dim, {T}, storage);
     auto paged = PagedKvCache::create(n_layer, kv_dim, {4, 0, 16, storage});
     ASSERT_TRUE(paged.is_ok()) << paged.message();
@@ -191,12 +191,12 @@ TEST(KvFormat, CachesStoreRowsAsTheirDtype) {
 }
 
 TEST(KvFormat, BadStorageOptionsAreRefusedByName) {
-  KvStorageOptions int8{KvDtype::int8, 1, {}, {}};
+  KvStorageOptions int8{KvDtype::int8, 1, {}, {}, {}};
   Status s = validate_kv_storage(int8, 2, 8);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("int8"), std::string::npos) << s.message();
   EXPECT_FALSE(PagedKvCache::create(2, 8, {4, 0, 8, int8}).is_ok());
-  KvStorageOptions scales{KvDtype::fp8, 2, {1.0f, 1.0f, 1.0f}, {}};
+  KvStorageOptions scales{KvDtype::fp8, 2, {1.0f, 1.0f, 1.0f}, {}, {}};
   s = validate_kv_storage(scales, 2, 8);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("4 values, found 3"), std::string::npos) << s.message();

@@ -35,6 +35,7 @@ struct GenerateFlags {
   std::optional<int> logprobs;  // unset: none; 0: each token's own; N: and the top N
   PagedFlags paged;
   std::string kv_dtype;  // --kv-dtype
+  WindowFlags window;    // --kv-window, --sink-tokens
 };
 
 Result<std::vector<std::vector<int32_t>>> parse_prompts(const GenerateFlags& flags,
@@ -105,11 +106,22 @@ EngineOptions engine_options(const GenerateFlags& flags, const PagedGenerateOpti
   options.prefix_caching = paged ? paged->share_prefixes : true;
   options.kv_memory_bytes = paged ? paged->kv_memory_bytes : 0;
   if (!flags.kv_dtype.empty()) options.kv_dtype = flags.kv_dtype;
+  options.kv_window = flags.window.window;
+  options.sink_tokens = flags.window.sinks;
   // Also with --kv-memory: the cache never makes more blocks than the runs can fill, so a huge
   // --kv-memory costs no more than they need (PagedKvCacheOptions::token_budget).
+  const int64_t B = options.block_size;
   for (const auto& p : prompts) {
     const int64_t run = static_cast<int64_t>(p.size()) + max_new - 1;
-    options.kv_tokens += (run + options.block_size - 1) / options.block_size * options.block_size;
+    int64_t blocks = (run + B - 1) / B;
+    if (options.kv_window > 0 && !flags.no_cache)  // a window holds at most its blocks + a chunk
+      blocks =
+          std::min(blocks, (options.sink_tokens + B - 1) / B +
+                               (options.kv_window - options.sink_tokens - 1 +
+                                std::min(options.max_batch_tokens, options.kv_window) + B - 1) /
+                                   B +
+                               1);
+    options.kv_tokens += blocks * B;
   }
   return options;
 }
@@ -172,7 +184,10 @@ int run_generate(const GenerateFlags& flags) {
   if (!prompts) return fail(prompts.status());
   auto max_new = new_tokens_wanted(flags, prompts.value());
   if (!max_new) return fail(max_new.status());
-  KVLM_CLI_RETURN_IF_ERROR(validate_request(lm.model(), prompts.value(), max_new.value()));
+  auto window = window_from_flags(flags.window);
+  if (!window) return fail(window.status());
+  KVLM_CLI_RETURN_IF_ERROR(
+      validate_request(lm.model(), prompts.value(), max_new.value(), window->enabled()));
   const int n_seq = static_cast<int>(prompts->size());
   const PagedGenerateOptions* paged_options = paged->has_value() ? &paged->value() : nullptr;
   auto engine = Engine::create(
@@ -271,6 +286,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--stop", flags->stops, "Stop when this text is generated (repeatable)");
   add_paged_flags(cmd, &flags->paged);
   add_kv_dtype_flag(cmd, &flags->kv_dtype);
+  add_window_flags(cmd, &flags->window);
   cmd->add_option(
       "--logprobs", flags->logprobs,
       "With --json: each token's log-probability and the top N alternatives (0: its own only)");

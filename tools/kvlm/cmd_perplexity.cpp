@@ -28,6 +28,7 @@ struct PerplexityFlags {
   std::string kv_dtype;
   std::string compare_kv_dtype;
   std::string compare_weights;
+  WindowFlags window;
   bool json = false;
 };
 
@@ -51,6 +52,9 @@ int run_perplexity(const PerplexityFlags& flags) {
   if (!flags.compare_kv_dtype.empty() && !flags.compare_weights.empty())
     return fail(Status::error("give --compare-kv-dtype or --compare-weights, not both"));
   if (flags.ctx < 0) return fail(Status::error("--ctx must be positive"));
+  if (flags.window.window > 0 && (flags.ctx != 0 || flags.stride != 0))
+    return fail(Status::error(
+        "--kv-window scores the whole text as one stream; --ctx and --stride do not apply"));
   KVLM_CLI_RETURN_IF_ERROR(kv_storage_from_flag(flags.kv_dtype).status());
   KVLM_CLI_RETURN_IF_ERROR(
       kv_storage_from_flag(flags.compare_kv_dtype, "--compare-kv-dtype").status());
@@ -81,6 +85,9 @@ int run_perplexity(const PerplexityFlags& flags) {
   const Parallel par = parallel_from_flags(flags.model);
   auto kv = kv_storage_for_model(flags.kv_dtype, *model.value(), par);
   if (!kv) return fail(kv.status());
+  auto window = window_from_flags(flags.window);
+  if (!window) return fail(window.status());
+  kv->window = window.value();
   EvalConfig test{model.value().get(), kv.value()};
   std::unique_ptr<Model> base_model;
   EvalConfig base = test;
@@ -91,6 +98,7 @@ int run_perplexity(const PerplexityFlags& flags) {
         kv_storage_for_model(flags.compare_kv_dtype, *model.value(), par, "--compare-kv-dtype");
     if (!base_kv) return fail(base_kv.status());
     base.kv = base_kv.value();
+    base.kv.window = window.value();
   }
   if (!flags.compare_weights.empty()) {
     if (!parse_dtype(flags.compare_weights))
@@ -148,6 +156,7 @@ void add_perplexity_command(CLI::App& app, int* exit_code) {
                   "Strided windows (Hugging Face style): windows of --ctx every N tokens, each "
                   "token scored once");
   add_kv_dtype_flag(cmd, &flags->kv_dtype);
+  add_window_flags(cmd, &flags->window);
   cmd->add_option("--compare-kv-dtype", flags->compare_kv_dtype,
                   "Also run with this KV cache dtype as the base: KL divergence, top-1 agreement");
   cmd->add_option("--compare-weights", flags->compare_weights,

@@ -29,4 +29,23 @@ Result<KvStorageOptions> kv_storage_for_model(const std::string& dtype, Model& m
   return calibrate_fp8_scales(model, par);
 }
 
+void add_window_flags(CLI::App* cmd, WindowFlags* flags) {
+  cmd->add_option("--kv-window", flags->window,
+                  "Attention sinks + sliding window (rotary models): attend over the first "
+                  "--sink-tokens positions and the last W minus them, renumbered within the "
+                  "window; the cache stays bounded, so generation may run past the context");
+  cmd->add_option("--sink-tokens", flags->sinks,
+                  "With --kv-window: leading positions always kept (StreamingLLM uses 4)");
+}
+
+Result<KvWindow> window_from_flags(const WindowFlags& flags) {
+  if (flags.window == 0 && flags.sinks != 0)
+    return Status::error("--sink-tokens " + std::to_string(flags.sinks) +
+                         " needs --kv-window (the sinks are part of a window)");
+  KvStorageOptions options;
+  options.window = {flags.window, flags.sinks};
+  KVLM_RETURN_IF_ERROR(validate_kv_storage(options, 1, 1));
+  return options.window;
+}
+
 }  // namespace kvlm::cli

@@ -24,4 +24,13 @@ Result<KvStorageOptions> kv_storage_for_model(const std::string& dtype, Model& m
                                               const Parallel& par,
                                               const std::string& flag = "--kv-dtype");
 
+// --kv-window W --sink-tokens S: attention sinks + sliding window (docs/sliding_window.md).
+struct WindowFlags {
+  int window = 0;  // 0: off
+  int sinks = 0;
+};
+void add_window_flags(CLI::App* cmd, WindowFlags* flags);
+// The window the flags ask for, checked (W > S >= 0); the model checks the rest when it runs.
+Result<KvWindow> window_from_flags(const WindowFlags& flags);
+
 }  // namespace kvlm::cli
