@@ -149,11 +149,13 @@ Status Engine::Impl::check_request(const Request& request,
           : std::min(options.max_batch_tokens, windowed ? options.kv_window : INT32_MAX);
   const int64_t held = cache->window_blocks_bound(needed, chunk) * cache->block_size();
   if (held > room)
-    return Status::error("the prompt's " + std::to_string(prompt.size()) + " tokens + " +
-                         std::to_string(request.max_new_tokens) + " new tokens need " +
-                         std::to_string(needed) + " positions (" + std::to_string(held) +
-                         " held at once), beyond the whole KV cache (" + std::to_string(room) +
-                         " positions in " + std::to_string(cache->arena_bytes()) + " bytes)");
+    return Status::error(
+        "the prompt's " + std::to_string(prompt.size()) + " tokens + " +
+        std::to_string(request.max_new_tokens) + " new tokens need " + std::to_string(needed) +
+        " positions" +
+        (windowed ? " (" + std::to_string(held) + " held at once in the window)" : std::string()) +
+        ", beyond the whole KV cache (" + std::to_string(room) + " positions in " +
+        std::to_string(cache->arena_bytes()) + " bytes)");
   return Status::ok();
 }
 
