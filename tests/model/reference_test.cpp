@@ -4,11 +4,15 @@
 // and Hugging Face spellings, checked against each other) wrote tiny checkpoints and their
 // logits into tests/golden. We load the same files and must agree within the fixture's
 // tolerance (1e-4), cached and uncached, and reproduce its greedy continuations exactly.
+// A BF16 checkpoint's entry also holds "bf16_dot": the reference with every matmul input
+// rounded to bf16, which is what the AVX-512 BF16 kernel (ops/matmul_bf16dot.h) computes; each
+// kernel path is held to 1e-4 against the reference that models it.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <string>
 
 #include "engine/last_logits.h"
 #include "generate/generate.h"
@@ -41,7 +45,13 @@ class Reference : public ::testing::TestWithParam<ReferenceCase> {
     model_ = std::move(model).value();
   }
   const nlohmann::json& expected() const { return fixture_["models"][GetParam().checkpoint]; }
-  void check_last_logits(double tolerance);
+  // The reference for the kernels that run now: "bf16_dot" when vdpbf16ps computes this
+  // checkpoint's matmuls, the plain one otherwise.
+  const nlohmann::json& expected_for_active_kernels() const {
+    return expected().contains("bf16_dot") && bf16_dot_active() ? expected()["bf16_dot"]
+                                                                : expected();
+  }
+  void check_last_logits(const nlohmann::json& want, double tolerance, const std::string& path);
   nlohmann::json fixture_;
   std::vector<std::vector<int32_t>> prompts_;
   std::shared_ptr<Model> model_;
@@ -49,33 +59,36 @@ class Reference : public ::testing::TestWithParam<ReferenceCase> {
 
 // Largest |logit - reference| over the prompts' last positions, cached and uncached.
 TEST_P(Reference, LastLogitsWithinTolerance) {
-  const double fixture_tolerance = fixture_["tolerance"].get<double>();
-  ASSERT_EQ(fixture_tolerance, 1e-4);
-  // BF16 weights on an AVX-512 BF16 machine round each matmul input to bf16 (vdpbf16ps,
-  // ops/matmul_bf16dot.h): measured 0.027 (GPT-2) and 0.015 (Llama) here. The widening
-  // kernels, which keep fp32 inputs, are held to the fixture's 1e-4 on a narrower target.
-  const bool bf16_dot =
-      std::string(GetParam().name).find("bf16") != std::string::npos && bf16_dot_active();
-  const std::vector<SimdTarget> targets = available_simd_targets();
-  for (bool dot : {false, true}) {
-    if (dot && !bf16_dot) break;
-    const double tolerance = dot ? 0.05 : fixture_tolerance;
-    int64_t pin = 0;
-    if (bf16_dot && !dot)
-      for (const SimdTarget& t : targets)
-        if (!t.bf16_dot) {
-          pin = t.id;
-          break;
-        }
-    if (bf16_dot && !dot && pin == 0) continue;
-    PinnedTarget pinned(SimdTarget{pin, "", false, false});
-    SCOPED_TRACE(dot ? "vdpbf16ps" : "widening kernels");
-    check_last_logits(tolerance);
+  const double tolerance = fixture_["tolerance"].get<double>();
+  ASSERT_EQ(tolerance, 1e-4);
+  // BF16 weights on an AVX-512 BF16 machine round each matmul input to bf16 (vdpbf16ps):
+  // against the "bf16_dot" reference, which rounds the same inputs, measured max |diff|
+  // 2.4e-7 (GPT-2) and 1.2e-7 (Llama) on Zen 5; against the plain reference the same logits
+  // differ by 0.027 and 0.015, the rounding's own effect. The widening kernels, which keep
+  // fp32 inputs, are held to the plain reference on a narrower target (measured 2.4e-6 and
+  // 1.6e-6). A failure near 1e-3..1e-2 on the vdpbf16ps path means an input rounded to the
+  // other bf16 neighbour than the reference's (the fixture's "min_rounding_margin" says how
+  // close the nearest one is), not a kernel drifting.
+  const bool bf16_dot = expected().contains("bf16_dot") && bf16_dot_active();
+  if (bf16_dot) {
+    SCOPED_TRACE("vdpbf16ps");
+    check_last_logits(expected()["bf16_dot"]["last_logits"], tolerance, "bf16_dot");
   }
+  int64_t pin = 0;  // 0: the default target; else the first target without vdpbf16ps
+  if (bf16_dot)
+    for (const SimdTarget& t : available_simd_targets())
+      if (!t.bf16_dot) {
+        pin = t.id;
+        break;
+      }
+  if (bf16_dot && pin == 0) return;  // no widening target to pin on this machine
+  PinnedTarget pinned(SimdTarget{pin, "", false, false});
+  SCOPED_TRACE("widening kernels");
+  check_last_logits(expected()["last_logits"], tolerance, "widening");
 }
 
-void Reference::check_last_logits(double tolerance) {
-  const auto& want = expected()["last_logits"];
+void Reference::check_last_logits(const nlohmann::json& want, double tolerance,
+                                  const std::string& path) {
   for (bool cached : {true, false}) {
     auto logits = last_logits(LoadedModel::from_parts(model_, nullptr).value(), prompts_,
                               {.cached = cached, .threads = 2});
@@ -86,6 +99,10 @@ void Reference::check_last_logits(double tolerance) {
       for (size_t i = 0; i < want[s].size(); ++i)
         max_diff = std::max(max_diff, std::fabs(logits.value()[s][i] - want[s][i].get<double>()));
     }
+    // The measured difference, for the comment above and docs/performance.md
+    // (--gtest_output=xml:FILE records it).
+    RecordProperty(path + (cached ? "_cached" : "_uncached") + "_max_diff",
+                   testing::PrintToString(max_diff));
     EXPECT_LT(max_diff, tolerance) << (cached ? "cached" : "uncached");
   }
 }
@@ -95,7 +112,8 @@ TEST_P(Reference, GreedyContinuationMatches) {
   options.max_new_tokens = fixture_["n_new"].get<int>();
   auto result = generate(*model_, prompts_, options, Parallel{2});
   ASSERT_TRUE(result.is_ok()) << result.message();
-  EXPECT_EQ(result->tokens, expected()["greedy"].get<std::vector<std::vector<int32_t>>>());
+  EXPECT_EQ(result->tokens,
+            expected_for_active_kernels()["greedy"].get<std::vector<std::vector<int32_t>>>());
 }
 
 INSTANTIATE_TEST_SUITE_P(

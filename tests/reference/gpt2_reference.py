@@ -8,6 +8,13 @@ It makes a tiny GPT-2 with seeded random weights, writes it as a real Hugging Fa
 last-position logits and greedy continuations computed from exactly the stored (rounded)
 weights. kvlm's C++ tests load those folders and must agree within 1e-4.
 
+The BF16 model gets a second entry, "bf16_dot": the same math with every matmul's input
+activations rounded to bf16 first (round to nearest even from their float32 value, a denormal to
+zero), then multiplied in float64. That is what kvlm's AVX-512 BF16 kernel (vdpbf16ps,
+src/ops/matmul_bf16dot.h) does to each input of a BF16-weight matrix, the output head included;
+the C++ test holds that path to this entry within 1e-4, and the widening kernels (fp32 inputs) to
+the plain entry.
+
 Regenerate (from the repository root; needs python3-numpy):
     python3 tests/reference/gpt2_reference.py tests/golden
 """
@@ -40,8 +47,8 @@ def layer_norm(x, g, b, eps):
     return g * (x - mean) / np.sqrt(var + eps) + b
 
 
-def linear(x, w, b):  # [.., m] @ [m, n] + [n] -> [.., n]
-    return x @ w + b
+def linear(x, w, b, round_x):  # [.., m] @ [m, n] + [n] -> [.., n]
+    return round_x(x) @ w + b
 
 
 def mha(x, c_attn, c_proj, n_head, mask):  # [B, T, C] -> [B, T, C]
@@ -62,11 +69,11 @@ def block(x, mlp, attn, ln_1, ln_2, n_head, mask, eps):
     return x + linear(h, **mlp["c_proj"])
 
 
-def gpt2(input_ids, pos_ids, mask, wte, wpe, blocks, ln_f, n_head, eps):
+def gpt2(input_ids, pos_ids, mask, wte, wpe, blocks, ln_f, round_x, n_head, eps):
     x = wte[input_ids] + wpe[pos_ids]                          # [B, T, C]
     for b in blocks:
         x = block(x, **b, n_head=n_head, mask=mask, eps=eps)
-    return layer_norm(x, **ln_f, eps=eps) @ wte.T              # [B, T, V]
+    return round_x(layer_norm(x, **ln_f, eps=eps)) @ wte.T     # [B, T, V]
 
 
 def pad_batch(prompts):
@@ -106,6 +113,41 @@ def to_bf16_bits(a):
     bits = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
     rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
     return rounded.astype(np.uint16)
+
+
+def keep(x):  # activations in full precision: the plain reference
+    return x
+
+
+class Bf16Activations:
+    """x as vdpbf16ps reads it: float32 (kvlm's activations), then bf16 to nearest even, a
+    denormal to a zero of its sign (VCVTNEPS2BF16); returned as float64.
+
+    It also tracks the smallest relative distance of an input to a bf16 rounding midpoint: kvlm's
+    float32 activation differs from this float64 one by a few float32 roundings, so an input
+    within that of a midpoint could round the other way in kvlm, and one such flip moves the
+    logits by up to ~1e-2 (flipping every input within 1e-5 of a midpoint moves them 0.02 on
+    this model): the fixture records the margin and insists on more than 1e-6."""
+
+    def __init__(self):
+        self.min_margin = np.inf
+
+    def __call__(self, x):
+        x = np.asarray(x, dtype=np.float64)
+        self.min_margin = min(self.min_margin, midpoint_margin(x))
+        f = x.astype(np.float32)
+        f = np.where(np.abs(f) < np.finfo(np.float32).tiny, np.float32(0) * np.sign(f), f)
+        bits = to_bf16_bits(f).astype(np.uint32) << 16
+        return bits.view(np.float32).astype(np.float64)
+
+
+def midpoint_margin(x):
+    """min |x - m| / |x| over x's nonzero values, m the midpoint between the two bf16 values
+    around x (a float32 number: the bf16 bits of |x| truncated, then 0x8000)."""
+    a = np.abs(x[x != 0])
+    bits = a.astype(np.float32).view(np.uint32)
+    mid = ((bits >> 16 << 16) | 0x8000).astype(np.uint32).view(np.float32)
+    return float(np.min(np.abs(a - mid) / a, initial=np.inf))
 
 
 def stored(a, dtype):
@@ -159,20 +201,40 @@ def random_weights(rng):
     return w
 
 
-def to_params(values):
+def to_params(values, round_x):
     blocks = []
     for l in range(CONFIG["n_layer"]):
         g = lambda n: values[f"h.{l}.{n}"]
         blocks.append({
             "ln_1": {"g": g("ln_1.weight"), "b": g("ln_1.bias")},
             "ln_2": {"g": g("ln_2.weight"), "b": g("ln_2.bias")},
-            "attn": {"c_attn": {"w": g("attn.c_attn.weight"), "b": g("attn.c_attn.bias")},
-                     "c_proj": {"w": g("attn.c_proj.weight"), "b": g("attn.c_proj.bias")}},
-            "mlp": {"c_fc": {"w": g("mlp.c_fc.weight"), "b": g("mlp.c_fc.bias")},
-                    "c_proj": {"w": g("mlp.c_proj.weight"), "b": g("mlp.c_proj.bias")}},
+            "attn": {"c_attn": linear_params(g, "attn.c_attn", round_x),
+                     "c_proj": linear_params(g, "attn.c_proj", round_x)},
+            "mlp": {"c_fc": linear_params(g, "mlp.c_fc", round_x),
+                    "c_proj": linear_params(g, "mlp.c_proj", round_x)},
         })
     return {"wte": values["wte.weight"], "wpe": values["wpe.weight"], "blocks": blocks,
-            "ln_f": {"g": values["ln_f.weight"], "b": values["ln_f.bias"]}}
+            "ln_f": {"g": values["ln_f.weight"], "b": values["ln_f.bias"]}, "round_x": round_x}
+
+
+def linear_params(g, name, round_x):
+    return {"w": g(name + ".weight"), "b": g(name + ".bias"), "round_x": round_x}
+
+
+def reference_entry(values, round_x):
+    params, eps = to_params(values, round_x), CONFIG["layer_norm_epsilon"]
+    alone = [last_logits([p], params, CONFIG["n_head"], eps)[0] for p in PROMPTS]
+    entry = {}
+    if isinstance(round_x, Bf16Activations):
+        # Measured on the prompts alone, as kvlm runs them (pad rows are never computed there).
+        entry["min_rounding_margin"] = round_x.min_margin
+        assert round_x.min_margin > 1e-6, f"an input is {round_x.min_margin} from a bf16 " \
+            "rounding point: kvlm's float32 value could round the other way; reseed"
+    logits = last_logits(PROMPTS, params, CONFIG["n_head"], eps)
+    # Padding must not matter: the batched rows equal each prompt run alone.
+    assert max(np.max(np.abs(logits[i] - alone[i])) for i in range(len(PROMPTS))) < 1e-9
+    return {"last_logits": [[float(v) for v in row] for row in logits],
+            "greedy": greedy(PROMPTS, params, CONFIG["n_head"], eps, N_NEW), **entry}
 
 
 def main(out_dir):
@@ -191,17 +253,10 @@ def main(out_dir):
             tensors.append(("transformer." + name if dtype == "BF16" else name, dtype,
                             np.shape(a), blob))
         write_safetensors(os.path.join(folder, "model.safetensors"), tensors)
-        params = to_params(values)
-        eps = CONFIG["layer_norm_epsilon"]
-        logits = last_logits(PROMPTS, params, CONFIG["n_head"], eps)
-        alone = [last_logits([p], params, CONFIG["n_head"], eps)[0] for p in PROMPTS]
-        # Padding must not matter: the batched rows equal each prompt run alone.
-        assert max(np.max(np.abs(logits[i] - alone[i])) for i in range(len(PROMPTS))) < 1e-9
-        fixture["models"][os.path.basename(folder)] = {
-            "dtype": dtype,
-            "last_logits": [[float(v) for v in row] for row in logits],
-            "greedy": greedy(PROMPTS, params, CONFIG["n_head"], eps, N_NEW),
-        }
+        entry = {"dtype": dtype, **reference_entry(values, keep)}
+        if dtype == "BF16":  # every matrix is BF16, so every matmul input is rounded
+            entry["bf16_dot"] = reference_entry(values, Bf16Activations())
+        fixture["models"][os.path.basename(folder)] = entry
     with open(os.path.join(out_dir, "tiny_gpt2_reference.json"), "w") as f:
         json.dump(fixture, f)
 

@@ -16,6 +16,13 @@ continuations from exactly the stored (rounded) weights, and checks that the two
 on the same model before writing the fixture. kvlm's C++ tests load those files and must agree
 within 1e-4.
 
+A BF16 model gets a second entry, "bf16_dot": the same math with every matmul's input
+activations rounded to bf16 first (round to nearest even from their float32 value, a denormal to
+zero), then multiplied in float64. That is what kvlm's AVX-512 BF16 kernel (vdpbf16ps,
+src/ops/matmul_bf16dot.h) does to each input of a BF16-weight matrix, the output head included;
+the C++ test holds that path to this entry within 1e-4, and the widening kernels (fp32 inputs) to
+the plain entry.
+
 Regenerate (from the repository root; needs numpy, which Debian's python3-numpy provides to
 /usr/bin/python3):
     /usr/bin/python3 tests/reference/llama_reference.py tests/golden
@@ -72,20 +79,55 @@ def attention(q, k, v, n_heads, n_kv_heads):  # q [T, H, D], k, v [T, G, D] -> [
     return out.reshape(T, n_heads * D)
 
 
-def transformer(tokens, p, cfg, rope):
-    """Logits [T, V]. p holds [out, in] matrices; rope(x [T, heads, D]) rotates in place."""
+def transformer(tokens, p, cfg, rope, round_x):
+    """Logits [T, V]. p holds [out, in] matrices; rope(x [T, heads, D]) rotates in place;
+    round_x(x) is what each matmul reads of its input x (keep, or Bf16Activations())."""
     H, G, C = cfg["n_heads"], cfg["n_kv_heads"], cfg["dim"]
     D = C // H
     x = p["embed"][tokens]
     for L in p["layers"]:
-        h = rmsnorm(x, L["attn_norm"], cfg["eps"])
+        h = round_x(rmsnorm(x, L["attn_norm"], cfg["eps"]))
         q = (h @ L["wq"].T).reshape(-1, H, D)
         k = (h @ L["wk"].T).reshape(-1, G, D)
         v = (h @ L["wv"].T).reshape(-1, G, D)
-        x = x + attention(rope(q), rope(k), v, H, G) @ L["wo"].T
-        h = rmsnorm(x, L["ffn_norm"], cfg["eps"])
-        x = x + (silu(h @ L["w1"].T) * (h @ L["w3"].T)) @ L["w2"].T
-    return rmsnorm(x, p["final_norm"], cfg["eps"]) @ p["lm_head"].T
+        x = x + round_x(attention(rope(q), rope(k), v, H, G)) @ L["wo"].T
+        h = round_x(rmsnorm(x, L["ffn_norm"], cfg["eps"]))
+        x = x + round_x(silu(h @ L["w1"].T) * (h @ L["w3"].T)) @ L["w2"].T
+    return round_x(rmsnorm(x, p["final_norm"], cfg["eps"])) @ p["lm_head"].T
+
+
+def keep(x):  # activations in full precision: the plain reference
+    return x
+
+
+class Bf16Activations:
+    """x as vdpbf16ps reads it: float32 (kvlm's activations), then bf16 to nearest even, a
+    denormal to a zero of its sign (VCVTNEPS2BF16); returned as float64.
+
+    It also tracks the smallest relative distance of an input to a bf16 rounding midpoint: kvlm's
+    float32 activation differs from this float64 one by a few float32 roundings, so an input
+    within that of a midpoint could round the other way in kvlm, and one such flip moves the
+    logits by up to ~1e-2 (flipping every input within 1e-5 of a midpoint moves them 0.013 on
+    this model): the fixture records the margin and insists on more than 1e-6."""
+
+    def __init__(self):
+        self.min_margin = np.inf
+
+    def __call__(self, x):
+        x = np.asarray(x, dtype=np.float64)
+        self.min_margin = min(self.min_margin, midpoint_margin(x))
+        f = x.astype(np.float32)
+        f = np.where(np.abs(f) < np.finfo(np.float32).tiny, np.float32(0) * np.sign(f), f)
+        return round_to(f, "BF16")
+
+
+def midpoint_margin(x):
+    """min |x - m| / |x| over x's nonzero values, m the midpoint between the two bf16 values
+    around x (a float32 number: the bf16 bits of |x| truncated, then 0x8000)."""
+    a = np.abs(x[x != 0])
+    bits = a.astype(np.float32).view(np.uint32)
+    mid = ((bits >> 16 << 16) | 0x8000).astype(np.uint32).view(np.float32)
+    return float(np.min(np.abs(a - mid) / a, initial=np.inf))
 
 
 # ---------------------------------------------------------------- the two RoPE spellings
@@ -260,18 +302,18 @@ def hf_config(cfg):
 
 
 # ---------------------------------------------------------------- fixture
-def last_logits(p, cfg, rope):
-    return [transformer(np.array(prompt), p, cfg, rope)[-1] for prompt in PROMPTS]
+def last_logits(p, cfg, rope, round_x=keep):
+    return [transformer(np.array(prompt), p, cfg, rope, round_x)[-1] for prompt in PROMPTS]
 
 
-def greedy(p, cfg, rope):
+def greedy(p, cfg, rope, round_x=keep):
     """Greedy continuations, and the smallest gap between the best and second-best logit met on
     the way (a gap near float32 rounding would make the comparison a coin toss)."""
     out, min_gap = [], np.inf
     for prompt in PROMPTS:
         seq, new = list(prompt), []
         for _ in range(N_NEW):
-            logits = transformer(np.array(seq), p, cfg, rope)[-1]
+            logits = transformer(np.array(seq), p, cfg, rope, round_x)[-1]
             top2 = np.sort(logits)[-2:]
             min_gap = min(min_gap, top2[1] - top2[0])
             tok = int(np.argmax(logits))
@@ -303,6 +345,19 @@ def main(out_dir):
         assert min_gap > 1e-3, f"{name}: a greedy step has a near-tie ({min_gap}); reseed"
         entry = {"last_logits": [[float(v) for v in row] for row in halves],
                  "greedy": continuations, "greedy_min_top2_gap": min_gap}
+        if cfg["dtype"] == "BF16":  # every matrix is BF16, so every matmul input is rounded
+            pairs = last_logits(params, cfg, rope_pairs(cfg), Bf16Activations())
+            rounding = Bf16Activations()
+            halves = last_logits(hf_params(tensors, cfg), cfg, rope_halves(cfg), rounding)
+            gap = max(np.max(np.abs(a - b)) for a, b in zip(pairs, halves))
+            assert gap < 1e-9, f"{name} bf16_dot: the two spellings differ by {gap}"
+            assert rounding.min_margin > 1e-6, f"{name}: an input is {rounding.min_margin} " \
+                "from a bf16 rounding point: kvlm's float32 value could round the other way; reseed"
+            continuations, min_gap = greedy(params, cfg, rope_pairs(cfg), Bf16Activations())
+            assert min_gap > 1e-3, f"{name} bf16_dot: a greedy step has a near-tie ({min_gap})"
+            entry["bf16_dot"] = {"last_logits": [[float(v) for v in row] for row in halves],
+                                 "greedy": continuations, "greedy_min_top2_gap": min_gap,
+                                 "min_rounding_margin": rounding.min_margin}
         fixture["models"][name + "_hf"] = entry
         if cfg["llama2c"]:
             write_llama2c(os.path.join(out_dir, name + ".bin"), params, cfg)
