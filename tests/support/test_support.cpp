@@ -51,12 +51,23 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
+std::string shell_quote(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
 CommandResult run_kvlm(const std::string& args, const std::string& stdin_text) {
+  return run_program(KVLM_BINARY, args, stdin_text);
+}
+
+CommandResult run_program(const std::string& binary, const std::string& args,
+                          const std::string& stdin_text) {
   TempDir dir;
   const std::string in = dir.file("in"), out = dir.file("out"), err = dir.file("err");
   write_text(in, stdin_text);
-  const std::string command = std::string("'") + KVLM_BINARY + "' " + args + " >'" + out + "' 2>'" +
-                              err + "' <'" + in + "'";
+  const std::string command =
+      "'" + binary + "' " + args + " >'" + out + "' 2>'" + err + "' <'" + in + "'";
   const int status = std::system(command.c_str());
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return {code, read_text(out), read_text(err)};

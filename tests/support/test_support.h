@@ -50,7 +50,12 @@ struct CommandResult {
   std::string out;  // standard output
   std::string err;  // standard error
 };
-// Runs the kvlm binary with `args` (a shell-quoted string), feeding `stdin_text`.
+// `text` as one shell word (single-quoted, embedded quotes escaped).
+std::string shell_quote(const std::string& text);
+// Runs `binary` with `args` (a shell-quoted string), feeding `stdin_text`.
+CommandResult run_program(const std::string& binary, const std::string& args,
+                          const std::string& stdin_text = "");
+// The same, for the kvlm binary.
 CommandResult run_kvlm(const std::string& args, const std::string& stdin_text = "");
 
 std::string source_dir();
