@@ -357,11 +357,9 @@ Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes, std::string sou
 }
 
 Result<GgufFile> GgufFile::open(const std::string& path) {
-  auto mapping = MappedFile::open(path);
-  if (!mapping) return mapping.status();
-  auto file = parse({mapping->data(), mapping->size()}, path);
-  if (!file) return file.status();
-  file->mapping_ = std::move(mapping.value());  // views stay valid: the mapping does not move
+  KVLM_ASSIGN_OR_RETURN(MappedFile mapping, MappedFile::open(path));
+  KVLM_ASSIGN_OR_RETURN(GgufFile file, parse({mapping.data(), mapping.size()}, path));
+  file.mapping_ = std::move(mapping);  // views stay valid: the mapping does not move
   return file;
 }
 
@@ -430,9 +428,8 @@ bool is_integer(GgufType t) {
 }  // namespace
 
 Result<uint64_t> GgufFile::get_uint(std::string_view key) const {
-  auto v = require(*this, key);
-  if (!v) return v.status();
-  const GgufValue& value = *v.value();
+  KVLM_ASSIGN_OR_RETURN(const GgufValue* v, require(*this, key));
+  const GgufValue& value = *v;
   if (!is_integer(value.type)) return wrong_type(*this, key, "an integer", value.type);
   const auto i = integer_at(value.type, value.data);
   if (!i || *i < 0)
@@ -442,33 +439,28 @@ Result<uint64_t> GgufFile::get_uint(std::string_view key) const {
 }
 
 Result<double> GgufFile::get_float(std::string_view key) const {
-  auto v = require(*this, key);
-  if (!v) return v.status();
-  const GgufValue& value = *v.value();
+  KVLM_ASSIGN_OR_RETURN(const GgufValue* v, require(*this, key));
+  const GgufValue& value = *v;
   if (value.type == GgufType::kF32) return static_cast<double>(read_le<float>(value.data));
   if (value.type == GgufType::kF64) return read_le<double>(value.data);
   return wrong_type(*this, key, "f32 or f64", value.type);
 }
 
 Result<bool> GgufFile::get_bool(std::string_view key) const {
-  auto v = require(*this, key);
-  if (!v) return v.status();
-  if (v.value()->type != GgufType::kBool) return wrong_type(*this, key, "bool", v.value()->type);
-  return v.value()->data[0] != 0;
+  KVLM_ASSIGN_OR_RETURN(const GgufValue* v, require(*this, key));
+  if (v->type != GgufType::kBool) return wrong_type(*this, key, "bool", v->type);
+  return v->data[0] != 0;
 }
 
 Result<std::string_view> GgufFile::get_string(std::string_view key) const {
-  auto v = require(*this, key);
-  if (!v) return v.status();
-  if (v.value()->type != GgufType::kString)
-    return wrong_type(*this, key, "string", v.value()->type);
-  return v.value()->strings[0];
+  KVLM_ASSIGN_OR_RETURN(const GgufValue* v, require(*this, key));
+  if (v->type != GgufType::kString) return wrong_type(*this, key, "string", v->type);
+  return v->strings[0];
 }
 
 Result<const GgufValue*> GgufFile::get_array(std::string_view key, GgufType element) const {
-  auto v = require(*this, key);
-  if (!v) return v.status();
-  const GgufValue& value = *v.value();
+  KVLM_ASSIGN_OR_RETURN(const GgufValue* v, require(*this, key));
+  const GgufValue& value = *v;
   if (value.type != GgufType::kArray) return wrong_type(*this, key, "an array", value.type);
   const bool numeric_ok = element == GgufType::kF32
                               ? !value.strings.size() && (value.element_type == GgufType::kF32 ||

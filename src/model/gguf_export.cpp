@@ -32,9 +32,9 @@ class Exporter {
   Status matrix(const std::string& name, const WeightMatrix& m) {
     const DType type =
         gguf_stored_type(types_, gguf_matrix_type(types_, name, n_layer_, tied_), m.n_in, m.dtype);
-    auto bytes = weight_matrix_bytes(m, type, "tensor '" + name + "'", threads_);
-    if (!bytes) return bytes.status();
-    w_->add_tensor(name, {m.n_in, m.n_out}, type, std::move(bytes.value()));
+    KVLM_ASSIGN_OR_RETURN(auto bytes,
+                          weight_matrix_bytes(m, type, "tensor '" + name + "'", threads_));
+    w_->add_tensor(name, {m.n_in, m.n_out}, type, std::move(bytes));
     return Status::ok();
   }
   void vector(const std::string& name, const float* v, int64_t n) {

@@ -47,11 +47,10 @@ class GgufBinder {
 
   // An [n_out, n_in] matrix, in place when its type and alignment allow.
   Status matrix(const std::string& name, int64_t n_out, int64_t n_in, WeightMatrix* out) {
-    auto t = require(name, {n_in, n_out});
-    if (!t) return t.status();
+    KVLM_ASSIGN_OR_RETURN(const GgufTensor* t, require(name, {n_in, n_out}));
     WeightMatrix m;
-    m.data = t.value()->data;
-    m.dtype = t.value()->dtype;
+    m.data = t->data;
+    m.dtype = t->dtype;
     m.layout = WeightLayout::kOutIn;
     m.n_in = static_cast<int>(n_in);
     m.n_out = static_cast<int>(n_out);
@@ -62,19 +61,17 @@ class GgufBinder {
       *out = m;
       return Status::ok();
     }
-    auto converted = to == m.dtype ? convert_weight_matrix(m, to, owned_, f_.where_tensor(name))
-                                   : convert_matrix_on_load(m, to, owned_, f_.where_tensor(name));
-    if (!converted) return converted.status();
-    *out = converted.value();
+    KVLM_ASSIGN_OR_RETURN(*out, to == m.dtype
+                                    ? convert_weight_matrix(m, to, owned_, f_.where_tensor(name))
+                                    : convert_matrix_on_load(m, to, owned_, f_.where_tensor(name)));
     return Status::ok();
   }
 
   // A vector of n values widened to an owned fp32 array.
   Status vector(const std::string& name, int64_t n, const float** out) {
-    auto t = require(name, {n});
-    if (!t) return t.status();
+    KVLM_ASSIGN_OR_RETURN(const GgufTensor* t, require(name, {n}));
     float* dst = static_cast<float*>(owned_->allocate(sizeof(float) * n));
-    dequantize_row(dst, t.value()->data, t.value()->dtype, n);
+    dequantize_row(dst, t->data, t->dtype, n);
     *out = dst;
     return Status::ok();
   }
@@ -89,22 +86,20 @@ class GgufBinder {
 Result<int> hparam(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi,
                    std::optional<int64_t> fallback = std::nullopt) {
   if (!f.find(key) && fallback) return static_cast<int>(*fallback);
-  auto v = f.get_uint(key);
-  if (!v) return v.status();
-  if (static_cast<int64_t>(v.value()) < lo || v.value() > static_cast<uint64_t>(hi))
+  KVLM_ASSIGN_OR_RETURN(const uint64_t v, f.get_uint(key));
+  if (static_cast<int64_t>(v) < lo || v > static_cast<uint64_t>(hi))
     return Status::error(f.where_key(key) + ": expected a value in [" + std::to_string(lo) + ", " +
-                         std::to_string(hi) + "], found " + std::to_string(v.value()));
-  return static_cast<int>(v.value());
+                         std::to_string(hi) + "], found " + std::to_string(v));
+  return static_cast<int>(v);
 }
 
 Result<float> hparam_float(const GgufFile& f, const std::string& key, float fallback) {
   if (!f.find(key)) return fallback;
-  auto v = f.get_float(key);
-  if (!v) return v.status();
-  if (!(v.value() > 0.0) || !(v.value() < 1e30))
+  KVLM_ASSIGN_OR_RETURN(const double v, f.get_float(key));
+  if (!(v > 0.0) || !(v < 1e30))
     return Status::error(f.where_key(key) + ": expected a positive finite number, found " +
-                         std::to_string(v.value()));
-  return static_cast<float>(v.value());
+                         std::to_string(v));
+  return static_cast<float>(v);
 }
 
 // The dimensions every architecture shares; n_vocab from token_embd.weight's rows.
@@ -135,19 +130,17 @@ Status read_common(const GgufFile& f, const std::string& arch, ModelConfig* c) {
                          arch + ".embedding_length (" + std::to_string(c->n_embd) + "), found " +
                          std::to_string(c->n_head) + " (the head size must be whole)");
   c->head_dim = c->n_embd / c->n_head;
-  auto kv = hparam(f, arch + ".attention.head_count_kv", 1, c->n_head, c->n_head);
-  if (!kv) return kv.status();
-  c->n_kv_head = kv.value();
+  KVLM_ASSIGN_OR_RETURN(c->n_kv_head,
+                        hparam(f, arch + ".attention.head_count_kv", 1, c->n_head, c->n_head));
   // Special tokens, checked against the vocabulary.
   for (const char* key : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"}) {
     if (!f.find(key)) continue;
-    auto id = hparam(f, key, 0, c->n_vocab - 1);
-    if (!id) return id.status();
+    KVLM_ASSIGN_OR_RETURN(const int id, hparam(f, key, 0, c->n_vocab - 1));
     if (std::string(key).find("bos") != std::string::npos) {
-      c->bos_token_id = id.value();
+      c->bos_token_id = id;
     } else {
-      c->eos_token_id = id.value();
-      c->eos_token_ids = {id.value()};
+      c->eos_token_id = id;
+      c->eos_token_ids = {id};
     }
   }
   return Status::ok();
@@ -163,9 +156,7 @@ Result<std::unique_ptr<Model>> create_gpt2(std::shared_ptr<GgufStorage> storage,
   ModelConfig c;
   c.arch = Architecture::kGpt2;
   KVLM_RETURN_IF_ERROR(read_common(f, "gpt2", &c));
-  auto eps = hparam_float(f, "gpt2.attention.layer_norm_epsilon", 1e-5f);
-  if (!eps) return eps.status();
-  c.norm_eps = eps.value();
+  KVLM_ASSIGN_OR_RETURN(c.norm_eps, hparam_float(f, "gpt2.attention.layer_norm_epsilon", 1e-5f));
   if (c.n_kv_head != c.n_head)
     return Status::error(f.where_key("gpt2.attention.head_count_kv") + ": expected " +
                          std::to_string(c.n_head) + " (GPT-2 has no grouped-query attention)");
@@ -175,10 +166,9 @@ Result<std::unique_ptr<Model>> create_gpt2(std::shared_ptr<GgufStorage> storage,
   Gpt2Weights w;
   KVLM_RETURN_IF_ERROR(b.matrix("token_embd.weight", V, C, &w.wte));
   {  // [n_ctx, C], widened to fp32
-    auto t = b.require("position_embd.weight", {C, c.n_ctx});
-    if (!t) return t.status();
+    KVLM_ASSIGN_OR_RETURN(const GgufTensor* t, b.require("position_embd.weight", {C, c.n_ctx}));
     float* pe = static_cast<float*>(storage->owned.allocate(sizeof(float) * C * c.n_ctx));
-    dequantize_row(pe, t.value()->data, t.value()->dtype, C * c.n_ctx);
+    dequantize_row(pe, t->data, t->dtype, C * c.n_ctx);
     w.wpe = pe;
   }
   w.layers.resize(c.n_layer);
@@ -209,9 +199,9 @@ Result<std::unique_ptr<Model>> create_gpt2(std::shared_ptr<GgufStorage> storage,
   auto gpt2_storage = std::make_unique<WeightStorage>();
   const std::string source = f.source() + " (GGUF)";
   gpt2_storage->other = std::move(storage);
-  auto model = Gpt2Model::create(c, std::move(w), std::move(gpt2_storage), source);
-  if (!model) return model.status();
-  return std::unique_ptr<Model>(std::move(model.value()));
+  KVLM_ASSIGN_OR_RETURN(auto model,
+                        Gpt2Model::create(c, std::move(w), std::move(gpt2_storage), source));
+  return std::unique_ptr<Model>(std::move(model));
 }
 
 // Llama 3.1's rope scaling as llama.cpp's converter stores it: rope_freqs.weight, F32
@@ -252,33 +242,28 @@ Result<std::unique_ptr<Model>> create_llama(std::shared_ptr<GgufStorage> storage
   ModelConfig& c = config.model;
   c.arch = Architecture::kLlama;
   KVLM_RETURN_IF_ERROR(read_common(f, "llama", &c));
-  auto eps = hparam_float(f, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  auto theta = hparam_float(f, "llama.rope.freq_base", 10000.0f);
-  if (!eps) return eps.status();
-  if (!theta) return theta.status();
-  c.norm_eps = eps.value();
-  c.rope_theta = theta.value();
-  auto key_length = hparam(f, "llama.attention.key_length", 1, INT32_MAX, c.head_dim);
-  auto rope_dims = hparam(f, "llama.rope.dimension_count", 1, INT32_MAX, c.head_dim);
-  if (!key_length) return key_length.status();
-  if (!rope_dims) return rope_dims.status();
-  c.head_dim = key_length.value();
-  if (rope_dims.value() != c.head_dim)
+  KVLM_ASSIGN_OR_RETURN(c.norm_eps,
+                        hparam_float(f, "llama.attention.layer_norm_rms_epsilon", 1e-5f));
+  KVLM_ASSIGN_OR_RETURN(c.rope_theta, hparam_float(f, "llama.rope.freq_base", 10000.0f));
+  // Both default to the head size read by read_common, before key_length replaces it.
+  const int default_head_dim = c.head_dim;
+  KVLM_ASSIGN_OR_RETURN(c.head_dim,
+                        hparam(f, "llama.attention.key_length", 1, INT32_MAX, default_head_dim));
+  KVLM_ASSIGN_OR_RETURN(const int rope_dims,
+                        hparam(f, "llama.rope.dimension_count", 1, INT32_MAX, default_head_dim));
+  if (rope_dims != c.head_dim)
     return Status::error(f.where_key("llama.rope.dimension_count") + ": expected " +
                          std::to_string(c.head_dim) +
                          " (the head size; partial rotary embeddings are not supported), found " +
-                         std::to_string(rope_dims.value()));
+                         std::to_string(rope_dims));
   if (f.find("llama.rope.scaling.type")) {
-    auto type = f.get_string("llama.rope.scaling.type");
-    if (!type) return type.status();
-    if (type.value() == "linear") {
-      auto factor = hparam_float(f, "llama.rope.scaling.factor", 1.0f);
-      if (!factor) return factor.status();
+    KVLM_ASSIGN_OR_RETURN(const std::string_view type, f.get_string("llama.rope.scaling.type"));
+    if (type == "linear") {
+      KVLM_ASSIGN_OR_RETURN(config.rope_scaling.factor,
+                            hparam_float(f, "llama.rope.scaling.factor", 1.0f));
       config.rope_scaling.kind = RopeScaling::Kind::kLinear;
-      config.rope_scaling.factor = factor.value();
-    } else if (type.value() != "none") {
-      return Status::error(f.where_key("llama.rope.scaling.type") + ": \"" +
-                           std::string(type.value()) +
+    } else if (type != "none") {
+      return Status::error(f.where_key("llama.rope.scaling.type") + ": \"" + std::string(type) +
                            "\" is not supported (supported: none, linear)");
     }
   }
@@ -312,10 +297,9 @@ Result<std::unique_ptr<Model>> create_llama(std::shared_ptr<GgufStorage> storage
   auto llama_storage = std::make_unique<WeightStorage>();
   const std::string source = f.source() + " (GGUF)";
   llama_storage->other = std::move(storage);
-  auto model =
-      LlamaModel::create(std::move(config), std::move(w), std::move(llama_storage), source);
-  if (!model) return model.status();
-  return std::unique_ptr<Model>(std::move(model.value()));
+  KVLM_ASSIGN_OR_RETURN(auto model, LlamaModel::create(std::move(config), std::move(w),
+                                                       std::move(llama_storage), source));
+  return std::unique_ptr<Model>(std::move(model));
 }
 
 }  // namespace
@@ -323,11 +307,10 @@ Result<std::unique_ptr<Model>> create_llama(std::shared_ptr<GgufStorage> storage
 Result<std::unique_ptr<Model>> create_gguf_model(GgufFile file, const LoadOptions& options) {
   auto storage = std::make_shared<GgufStorage>(GgufStorage{std::move(file), {}});
   const GgufFile& f = storage->file;
-  auto arch = f.get_string("general.architecture");
-  if (!arch) return arch.status();
-  if (arch.value() == "gpt2") return create_gpt2(std::move(storage), options);
-  if (arch.value() == "llama") return create_llama(std::move(storage), options);
-  return Status::error(f.where_key("general.architecture") + ": \"" + std::string(arch.value()) +
+  KVLM_ASSIGN_OR_RETURN(const std::string_view arch, f.get_string("general.architecture"));
+  if (arch == "gpt2") return create_gpt2(std::move(storage), options);
+  if (arch == "llama") return create_llama(std::move(storage), options);
+  return Status::error(f.where_key("general.architecture") + ": \"" + std::string(arch) +
                        "\" is not supported (supported: " + kGgufArchitectures + ")");
 }
 
@@ -354,9 +337,8 @@ std::string gguf_model_config_json(const Model& model) {
 
 Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path,
                                                const LoadOptions& options) {
-  auto file = GgufFile::open(path);
-  if (!file) return file.status();
-  return create_gguf_model(std::move(file.value()), options);
+  KVLM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(path));
+  return create_gguf_model(std::move(file), options);
 }
 
 }  // namespace kvlm

@@ -17,25 +17,23 @@ constexpr const char* kLlama3Pattern =
 // An optional special-token id, in range of the vocabulary.
 Result<std::optional<int32_t>> token_id(const GgufFile& f, const char* key, size_t n_vocab) {
   if (!f.find(key)) return std::optional<int32_t>();
-  auto id = f.get_uint(key);
-  if (!id) return id.status();
-  if (id.value() >= n_vocab)
-    return Status::error(f.where_key(key) + ": token id " + std::to_string(id.value()) +
+  KVLM_ASSIGN_OR_RETURN(const uint64_t id, f.get_uint(key));
+  if (id >= n_vocab)
+    return Status::error(f.where_key(key) + ": token id " + std::to_string(id) +
                          " is outside the vocabulary of " + std::to_string(n_vocab) + " tokens");
-  return std::optional<int32_t>(static_cast<int32_t>(id.value()));
+  return std::optional<int32_t>(static_cast<int32_t>(id));
 }
 
 // An optional array that must have one entry per token.
 Result<const GgufValue*> per_token(const GgufFile& f, const char* key, GgufType type,
                                    size_t n_vocab) {
   if (!f.find(key)) return static_cast<const GgufValue*>(nullptr);
-  auto a = f.get_array(key, type);
-  if (!a) return a.status();
-  if (a.value()->count != n_vocab)
-    return Status::error(f.where_key(key) + ": " + std::to_string(a.value()->count) +
+  KVLM_ASSIGN_OR_RETURN(const GgufValue* a, f.get_array(key, type));
+  if (a->count != n_vocab)
+    return Status::error(f.where_key(key) + ": " + std::to_string(a->count) +
                          " entries, expected one per token (" + std::to_string(n_vocab) +
                          ", the length of tokenizer.ggml.tokens)");
-  return a.value();
+  return a;
 }
 
 Result<std::unique_ptr<Tokenizer>> byte_level(const GgufFile& f, const GgufValue& tokens) {
@@ -52,11 +50,11 @@ Result<std::unique_ptr<Tokenizer>> byte_level(const GgufFile& f, const GgufValue
     ids.emplace(tokens.strings[i], static_cast<int32_t>(i));  // first id wins
   }
   m.present.assign(n, true);
-  auto merges = f.get_array("tokenizer.ggml.merges", GgufType::kString);
-  if (!merges) return merges.status();
+  KVLM_ASSIGN_OR_RETURN(const GgufValue* merges,
+                        f.get_array("tokenizer.ggml.merges", GgufType::kString));
   std::string joined;
-  for (size_t r = 0; r < merges.value()->strings.size(); ++r) {
-    const std::string_view line = merges.value()->strings[r];
+  for (size_t r = 0; r < merges->strings.size(); ++r) {
+    const std::string_view line = merges->strings[r];
     const size_t space = line.find(' ');
     auto bad = [&](const std::string& why) {
       return Status::error(f.where_key("tokenizer.ggml.merges") + ": merge " + std::to_string(r) +
@@ -72,25 +70,19 @@ Result<std::unique_ptr<Tokenizer>> byte_level(const GgufFile& f, const GgufValue
       return bad("names a token the vocabulary lacks");
     m.merges.push_back({l->second, r2->second, j->second});
   }
-  auto types = per_token(f, "tokenizer.ggml.token_type", GgufType::kI32, n);
-  if (!types) return types.status();
-  if (types.value())
+  KVLM_ASSIGN_OR_RETURN(const GgufValue* types,
+                        per_token(f, "tokenizer.ggml.token_type", GgufType::kI32, n));
+  if (types)
     for (size_t i = 0; i < n; ++i) {
-      const int64_t type = gguf_array_int(*types.value(), i);
+      const int64_t type = gguf_array_int(*types, i);
       if (type == 3 || type == 4)
         m.special_ids.push_back(static_cast<int32_t>(i));  // control, user
     }
-  auto bos = token_id(f, "tokenizer.ggml.bos_token_id", n);
-  auto eos = token_id(f, "tokenizer.ggml.eos_token_id", n);
-  if (!bos) return bos.status();
-  if (!eos) return eos.status();
-  m.bos_id = bos.value();
-  m.eos_id = eos.value();
+  KVLM_ASSIGN_OR_RETURN(m.bos_id, token_id(f, "tokenizer.ggml.bos_token_id", n));
+  KVLM_ASSIGN_OR_RETURN(m.eos_id, token_id(f, "tokenizer.ggml.eos_token_id", n));
   std::string_view pre = "default";
   if (f.find("tokenizer.ggml.pre")) {
-    auto p = f.get_string("tokenizer.ggml.pre");
-    if (!p) return p.status();
-    pre = p.value();
+    KVLM_ASSIGN_OR_RETURN(pre, f.get_string("tokenizer.ggml.pre"));
   }
   if (pre == "llama-bpe" || pre == "llama3") {
     m.pretokenizer_pattern = kLlama3Pattern;
@@ -102,33 +94,28 @@ Result<std::unique_ptr<Tokenizer>> byte_level(const GgufFile& f, const GgufValue
                          "llama-bpe)");
   }
   if (f.find("tokenizer.ggml.add_bos_token")) {
-    auto add = f.get_bool("tokenizer.ggml.add_bos_token");
-    if (!add) return add.status();
-    m.add_bos = add.value();
+    KVLM_ASSIGN_OR_RETURN(m.add_bos, f.get_bool("tokenizer.ggml.add_bos_token"));
   }
-  auto bpe = ByteLevelBpe::create(std::move(m));
-  if (!bpe) return bpe.status();
-  return std::unique_ptr<Tokenizer>(std::move(bpe.value()));
+  KVLM_ASSIGN_OR_RETURN(auto bpe, ByteLevelBpe::create(std::move(m)));
+  return std::unique_ptr<Tokenizer>(std::move(bpe));
 }
 
 Result<std::unique_ptr<Tokenizer>> sentencepiece(const GgufFile& f, const GgufValue& tokens) {
   const size_t n = tokens.strings.size();
-  auto scores = per_token(f, "tokenizer.ggml.scores", GgufType::kF32, n);
-  if (!scores) return scores.status();
-  if (!scores.value()) return Status::error(f.source() + ": missing key 'tokenizer.ggml.scores'");
-  auto types = per_token(f, "tokenizer.ggml.token_type", GgufType::kI32, n);
-  if (!types) return types.status();
+  KVLM_ASSIGN_OR_RETURN(const GgufValue* scores,
+                        per_token(f, "tokenizer.ggml.scores", GgufType::kF32, n));
+  if (!scores) return Status::error(f.source() + ": missing key 'tokenizer.ggml.scores'");
+  KVLM_RETURN_IF_ERROR(per_token(f, "tokenizer.ggml.token_type", GgufType::kI32, n));
   // run.c's conventions, which the SentencePiece encoder here follows.
   const std::pair<const char*, int32_t> fixed[] = {{"tokenizer.ggml.bos_token_id", 1},
                                                    {"tokenizer.ggml.eos_token_id", 2}};
   for (const auto& [key, expected] : fixed) {
-    auto id = token_id(f, key, n);
-    if (!id) return id.status();
-    if (id.value() && *id.value() != expected)
+    KVLM_ASSIGN_OR_RETURN(const std::optional<int32_t> id, token_id(f, key, n));
+    if (id && *id != expected)
       return Status::error(f.where_key(key) + ": expected " + std::to_string(expected) +
                            " (SentencePiece vocabularies kvlm reads keep <unk>, <s>, </s> at 0, 1, "
                            "2), found " +
-                           std::to_string(*id.value()));
+                           std::to_string(*id));
   }
   std::vector<std::string> pieces;
   std::vector<float> score_values;
@@ -147,42 +134,39 @@ Result<std::unique_ptr<Tokenizer>> sentencepiece(const GgufFile& f, const GgufVa
       }
     }
     pieces.push_back(std::move(piece));
-    score_values.push_back(static_cast<float>(gguf_array_float(*scores.value(), i)));
+    score_values.push_back(static_cast<float>(gguf_array_float(*scores, i)));
   }
-  auto t = Llama2cTokenizer::from_pieces(std::move(pieces), std::move(score_values),
-                                         f.source() + " (tokenizer.ggml)");
-  if (!t) return t.status();
+  KVLM_ASSIGN_OR_RETURN(auto t,
+                        Llama2cTokenizer::from_pieces(std::move(pieces), std::move(score_values),
+                                                      f.source() + " (tokenizer.ggml)"));
   if (f.find("tokenizer.ggml.add_bos_token")) {
-    auto add = f.get_bool("tokenizer.ggml.add_bos_token");
-    if (!add) return add.status();
-    if (!add.value())
+    KVLM_ASSIGN_OR_RETURN(const bool add, f.get_bool("tokenizer.ggml.add_bos_token"));
+    if (!add)
       return Status::error(f.where_key("tokenizer.ggml.add_bos_token") +
                            ": expected true for a SentencePiece vocabulary (run.c puts BOS first)");
   }
-  return std::unique_ptr<Tokenizer>(std::move(t.value()));
+  return std::unique_ptr<Tokenizer>(std::move(t));
 }
 
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> gguf_tokenizer(const GgufFile& f) {
-  auto model = f.get_string("tokenizer.ggml.model");
-  if (!model) return model.status();
-  auto tokens = f.get_array("tokenizer.ggml.tokens", GgufType::kString);
-  if (!tokens) return tokens.status();
-  if (tokens.value()->strings.empty() || tokens.value()->strings.size() > INT32_MAX)
+  KVLM_ASSIGN_OR_RETURN(const std::string_view model, f.get_string("tokenizer.ggml.model"));
+  KVLM_ASSIGN_OR_RETURN(const GgufValue* tokens,
+                        f.get_array("tokenizer.ggml.tokens", GgufType::kString));
+  if (tokens->strings.empty() || tokens->strings.size() > INT32_MAX)
     return Status::error(f.where_key("tokenizer.ggml.tokens") +
                          ": expected 1 to 2^31-1 tokens, found " +
-                         std::to_string(tokens.value()->strings.size()));
-  if (model.value() == "gpt2") return byte_level(f, *tokens.value());
-  if (model.value() == "llama") return sentencepiece(f, *tokens.value());
-  return Status::error(f.where_key("tokenizer.ggml.model") + ": \"" + std::string(model.value()) +
+                         std::to_string(tokens->strings.size()));
+  if (model == "gpt2") return byte_level(f, *tokens);
+  if (model == "llama") return sentencepiece(f, *tokens);
+  return Status::error(f.where_key("tokenizer.ggml.model") + ": \"" + std::string(model) +
                        "\" is not supported (supported: gpt2, llama)");
 }
 
 Result<std::unique_ptr<Tokenizer>> load_gguf_tokenizer(const std::string& path) {
-  auto file = GgufFile::open(path);
-  if (!file) return file.status();
-  return gguf_tokenizer(file.value());
+  KVLM_ASSIGN_OR_RETURN(const GgufFile file, GgufFile::open(path));
+  return gguf_tokenizer(file);
 }
 
 }  // namespace kvlm
