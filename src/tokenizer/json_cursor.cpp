@@ -117,74 +117,83 @@ Result<std::string> JsonCursor::read_string() {
       ++pos_;
       continue;
     }
-    const size_t escape_at = pos_;
-    if (pos_ + 1 >= text_.size()) return error_at(start, "invalid JSON: unterminated string");
-    const char e = text_[pos_ + 1];
-    pos_ += 2;
-    switch (e) {
-      case '"':
-        out.push_back('"');
-        break;
-      case '\\':
-        out.push_back('\\');
-        break;
-      case '/':
-        out.push_back('/');
-        break;
-      case 'b':
-        out.push_back('\b');
-        break;
-      case 'f':
-        out.push_back('\f');
-        break;
-      case 'n':
-        out.push_back('\n');
-        break;
-      case 'r':
-        out.push_back('\r');
-        break;
-      case 't':
-        out.push_back('\t');
-        break;
-      case 'u': {
-        auto read_hex4 = [&](uint32_t* value) {
-          if (pos_ + 4 > text_.size()) return false;
-          uint32_t v = 0;
-          for (int k = 0; k < 4; ++k) {
-            const int h = hex_value(text_[pos_ + k]);
-            if (h < 0) return false;
-            v = v * 16 + static_cast<uint32_t>(h);
-          }
-          pos_ += 4;
-          *value = v;
-          return true;
-        };
-        uint32_t cp = 0;
-        if (!read_hex4(&cp)) {
-          return error_at(escape_at, "invalid JSON: \\u must be followed by 4 hex digits");
-        }
-        if (cp >= 0xD800 && cp <= 0xDBFF) {
-          // A character outside the BMP is written as a high and a low surrogate escape.
-          uint32_t low = 0;
-          bool paired = false;
-          if (text_.substr(pos_, 2) == "\\u") {
-            pos_ += 2;
-            paired = read_hex4(&low) && low >= 0xDC00 && low <= 0xDFFF;
-          }
-          if (!paired) {
-            return error_at(escape_at, "invalid JSON: unpaired UTF-16 surrogate in \\u escape");
-          }
-          cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-          return error_at(escape_at, "invalid JSON: unpaired UTF-16 surrogate in \\u escape");
-        }
-        append_utf8(cp, &out);
-        break;
-      }
-      default:
-        return error_at(escape_at, std::string("invalid JSON: unknown escape '\\") + e + "'");
-    }
+    KVLM_RETURN_IF_ERROR(read_escape(start, &out));
   }
+}
+
+Status JsonCursor::read_escape(size_t string_start, std::string* out) {
+  const size_t escape_at = pos_;
+  if (pos_ + 1 >= text_.size()) return error_at(string_start, "invalid JSON: unterminated string");
+  const char e = text_[pos_ + 1];
+  pos_ += 2;
+  switch (e) {
+    case '"':
+      out->push_back('"');
+      break;
+    case '\\':
+      out->push_back('\\');
+      break;
+    case '/':
+      out->push_back('/');
+      break;
+    case 'b':
+      out->push_back('\b');
+      break;
+    case 'f':
+      out->push_back('\f');
+      break;
+    case 'n':
+      out->push_back('\n');
+      break;
+    case 'r':
+      out->push_back('\r');
+      break;
+    case 't':
+      out->push_back('\t');
+      break;
+    case 'u':
+      return read_unicode_escape(escape_at, out);
+    default:
+      return error_at(escape_at, std::string("invalid JSON: unknown escape '\\") + e + "'");
+  }
+  return Status::ok();
+}
+
+bool JsonCursor::read_hex4(uint32_t* value) {
+  if (pos_ + 4 > text_.size()) return false;
+  uint32_t v = 0;
+  for (int k = 0; k < 4; ++k) {
+    const int h = hex_value(text_[pos_ + k]);
+    if (h < 0) return false;
+    v = v * 16 + static_cast<uint32_t>(h);
+  }
+  pos_ += 4;
+  *value = v;
+  return true;
+}
+
+Status JsonCursor::read_unicode_escape(size_t escape_at, std::string* out) {
+  uint32_t cp = 0;
+  if (!read_hex4(&cp)) {
+    return error_at(escape_at, "invalid JSON: \\u must be followed by 4 hex digits");
+  }
+  if (cp >= 0xD800 && cp <= 0xDBFF) {
+    // A character outside the BMP is written as a high and a low surrogate escape.
+    uint32_t low = 0;
+    bool paired = false;
+    if (text_.substr(pos_, 2) == "\\u") {
+      pos_ += 2;
+      paired = read_hex4(&low) && low >= 0xDC00 && low <= 0xDFFF;
+    }
+    if (!paired) {
+      return error_at(escape_at, "invalid JSON: unpaired UTF-16 surrogate in \\u escape");
+    }
+    cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+  } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+    return error_at(escape_at, "invalid JSON: unpaired UTF-16 surrogate in \\u escape");
+  }
+  append_utf8(cp, out);
+  return Status::ok();
 }
 
 Result<int64_t> JsonCursor::read_integer() {

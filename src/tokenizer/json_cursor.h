@@ -74,6 +74,10 @@ class JsonCursor {
   void skip_whitespace();
   std::string describe_next() const;  // "'x'" or "end of file", for "expected ..., found ..."
   Status skip_literal();
+  // The escape at pos_ (a backslash) inside the string that opened at string_start.
+  Status read_escape(size_t string_start, std::string* out);
+  Status read_unicode_escape(size_t escape_at, std::string* out);  // after "\\u"
+  bool read_hex4(uint32_t* value);
   Status skip_container(int depth);
 
   std::string_view text_;
