@@ -158,8 +158,16 @@ std::vector<int32_t> Llama2cTokenizer::encode(std::string_view text, bool bos, b
     const int32_t space = lookup(" ");
     if (space >= 0) tokens.push_back(space);
   }
-  // One piece per UTF-8 character (at most 4 bytes), else one byte token per byte. This is
-  // run.c's loop as written, so malformed UTF-8 splits exactly where run.c splits it.
+  append_characters(text, &tokens);
+  std::vector<int32_t> out = merge_pairs(tokens);
+  if (eos) out.push_back(kEos);
+  return out;
+}
+
+// One piece per UTF-8 character (at most 4 bytes), else one byte token per byte. This is
+// run.c's loop as written, so malformed UTF-8 splits exactly where run.c splits it.
+void Llama2cTokenizer::append_characters(std::string_view text,
+                                         std::vector<int32_t>* tokens) const {
   std::string buffer;
   for (size_t c = 0; c < text.size(); ++c) {
     const unsigned char byte = text[c];
@@ -169,13 +177,15 @@ std::vector<int32_t> Llama2cTokenizer::encode(std::string_view text, bool bos, b
     if ((next & 0xC0) == 0x80 && buffer.size() < 4) continue;
     const int32_t id = lookup(buffer);
     if (id >= 0) {
-      tokens.push_back(id);
+      tokens->push_back(id);
     } else {
-      for (unsigned char b : buffer) tokens.push_back(static_cast<int32_t>(b) + kFirstByteToken);
+      for (unsigned char b : buffer) tokens->push_back(static_cast<int32_t>(b) + kFirstByteToken);
     }
     buffer.clear();
   }
+}
 
+std::vector<int32_t> Llama2cTokenizer::merge_pairs(const std::vector<int32_t>& tokens) const {
   // Merges. run.c rescans all adjacent pairs and merges the one whose concatenated piece has
   // the highest score (the leftmost on ties; scores must beat -1e10), until none is in the
   // vocabulary. A heap over the pairs, with stale entries skipped, does the same merges in the
@@ -232,7 +242,6 @@ std::vector<int32_t> Llama2cTokenizer::encode(std::string_view text, bool bos, b
   std::vector<int32_t> out;
   out.reserve(tokens.size() + 1);
   for (int i = n > 0 ? 0 : -1; i >= 0; i = symbols[i].next) out.push_back(symbols[i].id);
-  if (eos) out.push_back(kEos);
   return out;
 }
 

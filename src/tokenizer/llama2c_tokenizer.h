@@ -84,6 +84,9 @@ class Llama2cTokenizer final : public Tokenizer {
   Llama2cTokenizer() = default;
   // Id of the piece equal to `text` (compared as a C string), or -1.
   int32_t lookup(std::string_view text) const;
+  // encode's two steps: the text's characters (or their bytes) as pieces, then run.c's merges.
+  void append_characters(std::string_view text, std::vector<int32_t>* tokens) const;
+  std::vector<int32_t> merge_pairs(const std::vector<int32_t>& tokens) const;
 
   std::string source_;
   int max_token_length_ = 0;
