@@ -47,6 +47,44 @@ std::vector<std::vector<int32_t>> seed_prompts() {
   return {{7, 3, 19, 1, 25, 8, 11, 4, 2, 15}, {9, 2}, {1, 6, 4, 22}};
 }
 
+namespace {
+
+// Each timed run's share of its roofline: decode against the bandwidth measured beside it,
+// prefill against the fma peak.
+void fill_roofline_fractions(const MachineRates& rates, BenchReport* r) {
+  auto decode_frac = [&](const TimedRun& run) {
+    return run.cost.bytes / run.seconds / run.bandwidth;
+  };
+  auto prefill_frac = [&](const TimedRun& run) {
+    return run.seconds > 0 ? run.cost.flops / run.seconds / rates.flops_per_second : 0.0;
+  };
+  r->decode_roofline_frac = decode_frac(r->decode_short);
+  r->decode_long_roofline_frac = decode_frac(r->decode_long);
+  r->decode_batch_roofline_frac = decode_frac(r->decode_batch);
+  r->prefill_fma_frac = prefill_frac(r->prefill_long);
+  r->prefill_short_fma_frac = prefill_frac(r->prefill_short);
+}
+
+// The cache experiments: the seed's three prompts, then one prompt of up to 64 tokens.
+Status run_cache_experiments(Model& model, const BenchOptions& o, const Parallel& par,
+                             const MachineRates& rates, BenchReport* r) {
+  const ModelConfig& c = model.config();
+  report_progress(o, "the seed's experiment: 3 prompts, 20 new tokens, uncached then cached");
+  KVLM_ASSIGN_OR_RETURN(auto seed,
+                        run_cache_experiment(model, seed_prompts(), 20, rates, par, o.kv));
+  r->seed = seed;
+  const int n64 = std::min(64, (c.n_ctx + 1) / 2);
+  report_progress(
+      o, printf_string("a %d-token prompt, %d new tokens, uncached then cached", n64, n64));
+  std::vector<int32_t> prompt(n64);
+  for (int i = 0; i < n64; ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 5) % c.n_vocab);
+  KVLM_ASSIGN_OR_RETURN(auto run_64, run_cache_experiment(model, {prompt}, n64, rates, par, o.kv));
+  r->run_64 = run_64;
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<BenchReport> run_bench(Model& model, const BenchOptions& o, const Parallel& par) {
   const ModelConfig& c = model.config();
   BenchReport r;
@@ -97,34 +135,14 @@ Result<BenchReport> run_bench(Model& model, const BenchOptions& o, const Paralle
   KVLM_RETURN_IF_ERROR(decode(1, r.long_context, &r.decode_long));
   KVLM_RETURN_IF_ERROR(decode(r.batch, r.short_context, &r.decode_batch));
 
-  auto decode_frac = [&](const TimedRun& run) {
-    return run.cost.bytes / run.seconds / run.bandwidth;
-  };
-  auto prefill_frac = [&](const TimedRun& run) {
-    return run.seconds > 0 ? run.cost.flops / run.seconds / rates.flops_per_second : 0.0;
-  };
-  r.decode_roofline_frac = decode_frac(r.decode_short);
-  r.decode_long_roofline_frac = decode_frac(r.decode_long);
-  r.decode_batch_roofline_frac = decode_frac(r.decode_batch);
-  r.prefill_fma_frac = prefill_frac(r.prefill_long);
-  r.prefill_short_fma_frac = prefill_frac(r.prefill_short);
+  fill_roofline_fractions(rates, &r);
   if (o.decode_only) {
     KVLM_ASSIGN_OR_RETURN(auto memory, read_resident_memory());
     r.memory = without_probe(memory, probe.bytes());
     return r;
   }
 
-  report_progress(o, "the seed's experiment: 3 prompts, 20 new tokens, uncached then cached");
-  KVLM_ASSIGN_OR_RETURN(auto seed,
-                        run_cache_experiment(model, seed_prompts(), 20, rates, par, o.kv));
-  r.seed = seed;
-  const int n64 = std::min(64, (c.n_ctx + 1) / 2);
-  report_progress(
-      o, printf_string("a %d-token prompt, %d new tokens, uncached then cached", n64, n64));
-  std::vector<int32_t> prompt(n64);
-  for (int i = 0; i < n64; ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 5) % c.n_vocab);
-  KVLM_ASSIGN_OR_RETURN(auto run_64, run_cache_experiment(model, {prompt}, n64, rates, par, o.kv));
-  r.run_64 = run_64;
+  KVLM_RETURN_IF_ERROR(run_cache_experiments(model, o, par, rates, &r));
 
   KVLM_ASSIGN_OR_RETURN(auto memory, read_resident_memory());
   r.memory = without_probe(memory, probe.bytes());
@@ -190,20 +208,9 @@ std::string experiment_line(const char* name, const CacheExperiment& e) {
                        e.identical ? "yes" : "NO");
 }
 
-}  // namespace
-
-std::string bench_report_text(const BenchReport& r) {
+// The measured speeds, each against its roofline.
+std::string speed_section(const BenchReport& r) {
   std::string t;
-  t += printf_string(
-      "kvlm bench: %s weights (%.1f MB read per decode step), %d threads, SIMD %s\n\n",
-      r.weights.c_str(), mb(r.weight_bytes), r.n_threads, r.simd_target.c_str());
-  const double bw = r.bandwidth_gbs * 1e9, peak = r.fma_gflops * 1e9;
-  t += "Machine limits, measured in this run\n";
-  t += printf_string("  memory read bandwidth (all threads):  %7.1f GB/s\n", r.bandwidth_gbs);
-  t += printf_string("  fp32 fma throughput (all threads):    %7.1f GFLOP/s\n", r.fma_gflops);
-  t += printf_string("  batch-1 decode roofline at this weight size: %.1f tokens/s\n\n",
-                     bw / static_cast<double>(r.weight_bytes));
-
   t += "Speed                                     tokens/s   achieved        roofline fraction\n";
   t += "  (each decode run against the read bandwidth measured just before and after it)\n";
   auto prefill = [&](const TimedRun& run, int n, double frac) {
@@ -229,8 +236,13 @@ std::string bench_report_text(const BenchReport& r) {
   t += printf_string(
       "  batch %d decode gives %.2fx the tokens/s of batch 1 (sum over sequences)\n\n", r.batch,
       r.decode_batch.tokens_per_second() / r.decode_short.tokens_per_second());
-  if (r.decode_only) return t;
+  return t;
+}
 
+// The cache experiments, and why the seed's speedup is not its position ratio.
+std::string cache_section(const BenchReport& r) {
+  const double bw = r.bandwidth_gbs * 1e9, peak = r.fma_gflops * 1e9;
+  std::string t;
   t += "The KV cache (greedy generation; roofline = sum over steps of max(bytes/bandwidth, "
        "flops/peak))\n";
   t += "                              uncached    cached  measured  position  roofline  same\n";
@@ -264,7 +276,12 @@ std::string bench_report_text(const BenchReport& r) {
       1e3 * s.roofline_uncached_seconds / steps, 1e3 * s.roofline_cached_seconds / steps,
       s.roofline_ratio, s.position_ratio, 1e3 * s.uncached_seconds / steps,
       1e3 * s.cached_seconds / steps);
+  return t;
+}
 
+// The resident set at its peak, split into weights, KV cache and the rest.
+std::string memory_section(const BenchReport& r) {
+  std::string t;
   const double overhead = static_cast<double>(r.memory.peak_bytes) -
                           static_cast<double>(r.weight_bytes) -
                           static_cast<double>(r.kv_bytes_peak);
@@ -274,6 +291,27 @@ std::string bench_report_text(const BenchReport& r) {
       "other\n  (activations, logits, code and libraries); resident now %.1f MB\n",
       mb(r.memory.peak_bytes), mb(r.weight_bytes), mb(r.kv_bytes_peak), mb(overhead),
       mb(r.memory.current_bytes));
+  return t;
+}
+
+}  // namespace
+
+std::string bench_report_text(const BenchReport& r) {
+  std::string t;
+  t += printf_string(
+      "kvlm bench: %s weights (%.1f MB read per decode step), %d threads, SIMD %s\n\n",
+      r.weights.c_str(), mb(r.weight_bytes), r.n_threads, r.simd_target.c_str());
+  const double bw = r.bandwidth_gbs * 1e9;
+  t += "Machine limits, measured in this run\n";
+  t += printf_string("  memory read bandwidth (all threads):  %7.1f GB/s\n", r.bandwidth_gbs);
+  t += printf_string("  fp32 fma throughput (all threads):    %7.1f GFLOP/s\n", r.fma_gflops);
+  t += printf_string("  batch-1 decode roofline at this weight size: %.1f tokens/s\n\n",
+                     bw / static_cast<double>(r.weight_bytes));
+
+  t += speed_section(r);
+  if (r.decode_only) return t;
+  t += cache_section(r);
+  t += memory_section(r);
   return t;
 }
 
