@@ -48,16 +48,70 @@ nlohmann::ordered_json number_or_null(bool present, double value) {
   return present ? nlohmann::ordered_json(value) : nlohmann::ordered_json(nullptr);
 }
 
-int run_perplexity(const PerplexityFlags& flags) {
+// The flags that cannot run together or at all, refused before anything loads.
+Status check_flags(const PerplexityFlags& flags) {
   if (!flags.compare_kv_dtype.empty() && !flags.compare_weights.empty())
-    return fail(Status::error("give --compare-kv-dtype or --compare-weights, not both"));
-  if (flags.ctx < 0) return fail(Status::error("--ctx must be positive"));
+    return Status::error("give --compare-kv-dtype or --compare-weights, not both");
+  if (flags.ctx < 0) return Status::error("--ctx must be positive");
   if (flags.window.window > 0 && (flags.ctx != 0 || flags.stride != 0))
-    return fail(Status::error(
-        "--kv-window scores the whole text as one stream; --ctx and --stride do not apply"));
-  KVLM_CLI_RETURN_IF_ERROR(kv_storage_from_flag(flags.kv_dtype).status());
-  KVLM_CLI_RETURN_IF_ERROR(
-      kv_storage_from_flag(flags.compare_kv_dtype, "--compare-kv-dtype").status());
+    return Status::error(
+        "--kv-window scores the whole text as one stream; --ctx and --stride do not apply");
+  KVLM_RETURN_IF_ERROR(kv_storage_from_flag(flags.kv_dtype));
+  KVLM_RETURN_IF_ERROR(kv_storage_from_flag(flags.compare_kv_dtype, "--compare-kv-dtype"));
+  return Status::ok();
+}
+
+// The base configuration `base` (a copy of the tested one) is compared against: another KV
+// cache type, or the model loaded again with --compare-weights into `base_model`.
+Status set_up_base(const PerplexityFlags& flags, Model& model, const Parallel& par,
+                   const KvWindow& window, EvalConfig* base, std::unique_ptr<Model>* base_model,
+                   std::string* base_weights) {
+  if (!flags.compare_kv_dtype.empty()) {
+    KVLM_ASSIGN_OR_RETURN(
+        base->kv, kv_storage_for_model(flags.compare_kv_dtype, model, par, "--compare-kv-dtype"));
+    base->kv.window = window;
+  }
+  if (!flags.compare_weights.empty()) {
+    if (!parse_dtype(flags.compare_weights))
+      return Status::error("--compare-weights: unknown weight type '" + flags.compare_weights +
+                           "'; give one --weights accepts");
+    ModelFlags other = flags.model;
+    other.weights = *base_weights = flags.compare_weights;
+    KVLM_ASSIGN_OR_RETURN(*base_model, load_model_from_flags(other));
+    base->model = base_model->get();
+  }
+  return Status::ok();
+}
+
+// The result on stdout: one JSON object with --json, else lines for a reader.
+void print_result(const PerplexityFlags& flags, const ModelConfig& config, size_t n_tokens,
+                  const PerplexityResult& r, const EvalConfig& test, const EvalConfig& base,
+                  const std::string& base_weights, bool compare) {
+  if (flags.json) {
+    nlohmann::ordered_json j;
+    j["ppl"] = r.ppl;
+    j["ppl_base"] = number_or_null(compare, r.ppl_base);
+    j["kld_mean"] = number_or_null(compare, r.kld_mean);
+    j["kld_p99"] = number_or_null(compare, r.kld_p99);
+    j["top1_agree"] = number_or_null(compare, r.top1_agree);
+    j["tokens"] = r.tokens;
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  const int ctx = flags.ctx > 0 ? flags.ctx : config.n_ctx;
+  std::printf("text        %zu tokens, %d windows of %d%s, %lld scored\n", n_tokens, r.windows, ctx,
+              flags.stride > 0 ? (", stride " + std::to_string(flags.stride)).c_str() : "",
+              static_cast<long long>(r.tokens));
+  std::printf("perplexity  %.6f  (%s)\n", r.ppl, describe(flags.model.weights, test.kv).c_str());
+  if (compare) {
+    std::printf("base        %.6f  (%s)\n", r.ppl_base, describe(base_weights, base.kv).c_str());
+    std::printf("KL(base||this)  mean %.3e, p99 %.3e\n", r.kld_mean, r.kld_p99);
+    std::printf("top-1 agreement  %.4f%%\n", 100.0 * r.top1_agree);
+  }
+}
+
+int run_perplexity(const PerplexityFlags& flags) {
+  KVLM_CLI_RETURN_IF_ERROR(check_flags(flags));
   auto text = read_text_file(flags.file);
   if (!text) return fail(Status::error("--file: " + text.message()));
   auto model = load_model_from_flags(flags.model);
@@ -93,49 +147,11 @@ int run_perplexity(const PerplexityFlags& flags) {
   EvalConfig base = test;
   std::string base_weights = flags.model.weights;
   const bool compare = !flags.compare_kv_dtype.empty() || !flags.compare_weights.empty();
-  if (!flags.compare_kv_dtype.empty()) {
-    auto base_kv =
-        kv_storage_for_model(flags.compare_kv_dtype, *model.value(), par, "--compare-kv-dtype");
-    if (!base_kv) return fail(base_kv.status());
-    base.kv = base_kv.value();
-    base.kv.window = window.value();
-  }
-  if (!flags.compare_weights.empty()) {
-    if (!parse_dtype(flags.compare_weights))
-      return fail(Status::error("--compare-weights: unknown weight type '" + flags.compare_weights +
-                                "'; give one --weights accepts"));
-    ModelFlags other = flags.model;
-    other.weights = base_weights = flags.compare_weights;
-    auto loaded = load_model_from_flags(other);
-    if (!loaded) return fail(loaded.status());
-    base_model = std::move(loaded.value());
-    base.model = base_model.get();
-  }
+  KVLM_CLI_RETURN_IF_ERROR(
+      set_up_base(flags, *model.value(), par, window.value(), &base, &base_model, &base_weights));
   auto r = perplexity(tokens, test, compare ? &base : nullptr, options, par);
   if (!r) return fail(r.status());
-
-  if (flags.json) {
-    nlohmann::ordered_json j;
-    j["ppl"] = r->ppl;
-    j["ppl_base"] = number_or_null(compare, r->ppl_base);
-    j["kld_mean"] = number_or_null(compare, r->kld_mean);
-    j["kld_p99"] = number_or_null(compare, r->kld_p99);
-    j["top1_agree"] = number_or_null(compare, r->top1_agree);
-    j["tokens"] = r->tokens;
-    std::printf("%s\n", j.dump().c_str());
-    return 0;
-  }
-  const int ctx = flags.ctx > 0 ? flags.ctx : config.n_ctx;
-  std::printf("text        %zu tokens, %d windows of %d%s, %lld scored\n", tokens.size(),
-              r->windows, ctx,
-              flags.stride > 0 ? (", stride " + std::to_string(flags.stride)).c_str() : "",
-              static_cast<long long>(r->tokens));
-  std::printf("perplexity  %.6f  (%s)\n", r->ppl, describe(flags.model.weights, test.kv).c_str());
-  if (compare) {
-    std::printf("base        %.6f  (%s)\n", r->ppl_base, describe(base_weights, base.kv).c_str());
-    std::printf("KL(base||this)  mean %.3e, p99 %.3e\n", r->kld_mean, r->kld_p99);
-    std::printf("top-1 agreement  %.4f%%\n", 100.0 * r->top1_agree);
-  }
+  print_result(flags, config, tokens.size(), r.value(), test, base, base_weights, compare);
   return 0;
 }
 
