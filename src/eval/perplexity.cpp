@@ -85,9 +85,12 @@ Result<std::vector<EvalWindow>> perplexity_windows(int64_t n_tokens, int ctx, in
   return windows;
 }
 
-Result<PerplexityResult> perplexity(std::span<const int32_t> tokens, const EvalConfig& test,
-                                    const EvalConfig* base, const PerplexityOptions& options,
-                                    const Parallel& par) {
+namespace {
+
+// The windows to score, once the configurations, the options and the tokens are known to agree.
+Result<std::vector<EvalWindow>> checked_windows(std::span<const int32_t> tokens,
+                                                const EvalConfig& test, const EvalConfig* base,
+                                                const PerplexityOptions& options) {
   const ModelConfig& c = test.model->config();
   if (base &&
       (base->model->config().n_vocab != c.n_vocab || base->model->config().n_ctx != c.n_ctx))
@@ -117,8 +120,18 @@ Result<PerplexityResult> perplexity(std::span<const int32_t> tokens, const EvalC
     if (id < 0 || id >= c.n_vocab)
       return Status::error("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                            std::to_string(c.n_vocab) + ")");
+  return windows;
+}
 
-  const size_t V = c.n_vocab;
+}  // namespace
+
+Result<PerplexityResult> perplexity(std::span<const int32_t> tokens, const EvalConfig& test,
+                                    const EvalConfig* base, const PerplexityOptions& options,
+                                    const Parallel& par) {
+  KVLM_ASSIGN_OR_RETURN(const std::vector<EvalWindow> windows,
+                        checked_windows(tokens, test, base, options));
+  const bool streaming = test.kv.window.enabled();
+  const size_t V = test.model->config().n_vocab;
   PerplexityResult r;
   r.compared = base != nullptr;
   double nll = 0, nll_base = 0;
@@ -126,7 +139,7 @@ Result<PerplexityResult> perplexity(std::span<const int32_t> tokens, const EvalC
   std::vector<double> klds;
   std::vector<float> logits, logits_base;
   std::vector<int32_t> window;
-  for (const EvalWindow& w : windows.value()) {
+  for (const EvalWindow& w : windows) {
     window.assign(tokens.begin() + w.first, tokens.begin() + w.first + w.length);
     if (options.stride == 0 && !streaming && options.bos >= 0) window[0] = options.bos;
     KVLM_RETURN_IF_ERROR(window_logits(test, window, w.first_target, &logits, par));
@@ -150,7 +163,7 @@ Result<PerplexityResult> perplexity(std::span<const int32_t> tokens, const EvalC
       klds.push_back(std::max(kld, 0.0));  // rounding can leave -1e-17 for equal rows
     }
     ++r.windows;
-    if (options.progress) options.progress(r.windows, static_cast<int>(windows->size()));
+    if (options.progress) options.progress(r.windows, static_cast<int>(windows.size()));
   }
   r.nll = nll / static_cast<double>(r.tokens);
   r.ppl = std::exp(r.nll);
