@@ -20,15 +20,6 @@
 namespace kvlm {
 namespace {
 
-Request greedy(std::vector<int32_t> prompt, int max_new) {
-  Request r;
-  r.prompt_ids = std::move(prompt);
-  r.max_new_tokens = max_new;
-  r.sampling.temperature = 0.0f;
-  r.ignore_eos = true;
-  return r;
-}
-
 TEST(EngineApiTest, SubmitRefusesWhatCanNeverRunNamingTheNumbers) {
   test::TempDir dir;
   auto model = test::engine_gpt2(dir);
@@ -42,22 +33,22 @@ TEST(EngineApiTest, SubmitRefusesWhatCanNeverRunNamingTheNumbers) {
     Request request;
     std::string message;
   };
-  Request bad_temperature = greedy({1, 2}, 2);
+  Request bad_temperature = test::greedy_request({1, 2}, 2);
   bad_temperature.sampling.temperature = -1.0f;
-  Request too_many_logprobs = greedy({1, 2}, 2);
+  Request too_many_logprobs = test::greedy_request({1, 2}, 2);
   too_many_logprobs.logprobs = 21;
   Request text_without_tokenizer;
   text_without_tokenizer.prompt_text = "hello";
   const Case cases[] = {
-      {greedy({}, 2), "the prompt is empty"},
-      {greedy({1, 64}, 2), "token id 64 is outside the vocabulary [0, 64)"},
-      {greedy({1, 2, 3}, 95),
+      {test::greedy_request({}, 2), "the prompt is empty"},
+      {test::greedy_request({1, 64}, 2), "token id 64 is outside the vocabulary [0, 64)"},
+      {test::greedy_request({1, 2, 3}, 95),
        "3 tokens + 95 new tokens need 97 positions, beyond the context "
        "length 96"},
-      {greedy({1, 2, 3}, 47),
+      {test::greedy_request({1, 2, 3}, 47),
        "3 tokens + 47 new tokens need 49 positions, beyond the whole KV "
        "cache (48 positions"},
-      {greedy({1, 2}, 0), "max_new_tokens must be at least 1, found 0"},
+      {test::greedy_request({1, 2}, 0), "max_new_tokens must be at least 1, found 0"},
       {bad_temperature, "--temperature"},
       {too_many_logprobs, "logprobs must be between 0 and 20, found 21"},
       {text_without_tokenizer, "needs a tokenizer"},
@@ -69,15 +60,15 @@ TEST(EngineApiTest, SubmitRefusesWhatCanNeverRunNamingTheNumbers) {
   }
   EXPECT_FALSE(engine.value()->has_unfinished());
   // Exactly the whole cache is fine.
-  EXPECT_TRUE(engine.value()->submit(greedy({1, 2, 3}, 46)).is_ok());
+  EXPECT_TRUE(engine.value()->submit(test::greedy_request({1, 2, 3}, 46)).is_ok());
 }
 
 TEST(EngineApiTest, CancelEndsTheRequestAndGivesItsBlocksBack) {
   test::TempDir dir;
   auto model = test::engine_llama(dir);
   ASSERT_TRUE(model);
-  const std::vector<test::Spec> specs = {{greedy({1, 2, 3, 4, 5}, 30), 0},
-                                         {greedy({6, 7, 8}, 30), 0}};
+  const std::vector<test::Spec> specs = {{test::greedy_request({1, 2, 3, 4, 5}, 30), 0},
+                                         {test::greedy_request({6, 7, 8}, 30), 0}};
   const auto alone = test::run_each_alone(model, specs);
   EngineOptions options;
   options.block_size = 4;
@@ -118,7 +109,7 @@ TEST(EngineApiTest, SubmissionsFromAnotherThreadWhileStepping) {
   for (int i = 0; i < 8; ++i) {
     std::vector<int32_t> prompt(1 + rng() % 20);
     for (int32_t& t : prompt) t = rng() % 64;
-    specs.push_back({greedy(prompt, 1 + rng() % 10), 0});
+    specs.push_back({test::greedy_request(prompt, 1 + rng() % 10), 0});
   }
   const auto alone = test::run_each_alone(model, specs);
   EngineOptions options;
@@ -170,7 +161,7 @@ TEST(EngineApiTest, EveryEndIdOfTheConfigStopsGeneration) {
     auto loaded =
         LoadedModel::from_parts(std::shared_ptr<Model>(std::move(model.value())), nullptr);
     EXPECT_EQ(loaded.value()->end_ids(), std::vector<int32_t>(eos.begin(), eos.end()));
-    Request r = greedy({1, 5, 9}, 12);
+    Request r = test::greedy_request({1, 5, 9}, 12);
     r.ignore_eos = ignore_eos;
     auto engine = Engine::create(loaded.value(), {});
     std::vector<Request> one;
@@ -198,7 +189,8 @@ TEST(EngineApiTest, StopIdsAndLengthFinishReasons) {
   auto model = test::engine_gpt2(dir);
   ASSERT_TRUE(model);
   auto engine = Engine::create(model, {});
-  std::vector<Request> requests = {greedy({3, 4}, 6), greedy({3, 4}, 6)};
+  std::vector<Request> requests = {test::greedy_request({3, 4}, 6),
+                                   test::greedy_request({3, 4}, 6)};
   auto first = run_to_completion(*engine.value(), requests).value();
   EXPECT_EQ(first[0].finish, FinishReason::kLength);
   EXPECT_EQ(first[0].ids.size(), 6u);
@@ -227,7 +219,7 @@ TEST(EngineApiTest, LogprobsZeroReportsTheChosenTokenOnly) {
   std::map<RequestId, std::optional<int>> asked;
   for (std::optional<int> n :
        {std::optional<int>(), std::optional<int>(0), std::optional<int>(3)}) {
-    Request r = greedy({3, 4, 5}, 4);
+    Request r = test::greedy_request({3, 4, 5}, 4);
     r.logprobs = n;
     auto id = engine.value()->submit(r);
     ASSERT_TRUE(id.is_ok()) << id.message();
@@ -259,7 +251,7 @@ TEST(EngineApiTest, LogprobsZeroReportsTheChosenTokenOnly) {
     }
   }
   for (const auto& [id, n] : events) EXPECT_EQ(n, 4) << "request " << id;
-  Request bad = greedy({3}, 1);
+  Request bad = test::greedy_request({3}, 1);
   bad.logprobs = -1;
   EXPECT_EQ(engine.value()->submit(bad).message(), "logprobs must be between 0 and 20, found -1");
 }

@@ -11,15 +11,6 @@
 namespace kvlm {
 namespace {
 
-Request greedy(std::vector<int32_t> prompt, int max_new) {
-  Request r;
-  r.prompt_ids = std::move(prompt);
-  r.max_new_tokens = max_new;
-  r.sampling.temperature = 0.0f;
-  r.ignore_eos = true;
-  return r;
-}
-
 TEST(EngineStatsTest, CapacityIsKnownBeforeTheFirstStepAndBlocksAreCounted) {
   test::TempDir dir;
   auto model = test::engine_gpt2(dir);
@@ -41,7 +32,7 @@ TEST(EngineStatsTest, CapacityIsKnownBeforeTheFirstStepAndBlocksAreCounted) {
   EXPECT_EQ(st.kv_bytes_total, 10 * block_bytes);
 
   // A 6-token prompt: 2 blocks after its prefill, 3 once its 7th position is written.
-  ASSERT_TRUE(e.submit(greedy({1, 2, 3, 4, 5, 6}, 3)).is_ok());
+  ASSERT_TRUE(e.submit(test::greedy_request({1, 2, 3, 4, 5, 6}, 3)).is_ok());
   e.step();
   st = e.stats();
   EXPECT_EQ(st.kv_blocks_used, 2);
@@ -87,7 +78,7 @@ TEST(EngineStatsTest, BlocksOfOnePositionHoldExactlyTheSeedsFormula) {
       auto engine = Engine::create(model.value(), options);
       ASSERT_TRUE(engine.is_ok()) << engine.message();
       std::vector<Request> requests;
-      for (const auto& p : prompts) requests.push_back(greedy(p, 20));
+      for (const auto& p : prompts) requests.push_back(test::greedy_request(p, 20));
       ASSERT_TRUE(run_to_completion(*engine.value(), requests).is_ok());
       const EngineStats st = engine.value()->stats();
       const int64_t tokens = (10 + 19) + (2 + 19) + (4 + 19);

@@ -198,24 +198,15 @@ TEST(WindowModelTest, AWindowThatNeverFillsChangesNothingAndThreadsChangeNothing
     ASSERT_TRUE(same_bits(one[t], three[t])) << "position " << t;
 }
 
-Request greedy(std::vector<int32_t> prompt, int max_new) {
-  Request r;
-  r.prompt_ids = std::move(prompt);
-  r.max_new_tokens = max_new;
-  r.sampling.temperature = 0.0f;
-  r.ignore_eos = true;
-  return r;
-}
-
 // The engine's llama (context 96) generating 150 tokens, beyond its context.
 TEST(WindowEngineTest, PastTheContextCachedEqualsUncachedAloneEqualsBatchedMemoryBounded) {
   test::TempDir dir;
   auto model = test::engine_llama(dir);
   ASSERT_TRUE(model);
   const int V = model->n_vocab();
-  std::vector<test::Spec> specs = {{greedy(some_tokens(10, V), 150), 0},
-                                   {greedy(some_tokens(37, V), 120), 0},
-                                   {greedy(some_tokens(5, V), 90), 3}};
+  std::vector<test::Spec> specs = {{test::greedy_request(some_tokens(10, V), 150), 0},
+                                   {test::greedy_request(some_tokens(37, V), 120), 0},
+                                   {test::greedy_request(some_tokens(5, V), 90), 3}};
   specs[2].request.sampling.temperature = 0.8f;  // a sampled one too
   specs[2].request.sampling.seed = 9;
   EngineOptions base;
@@ -272,7 +263,8 @@ TEST(WindowEngineTest, QuantizedCacheCachedEqualsUncached) {
     o.block_size = 4;
     o.kv_dtype = dtype;
     o.threads = 1;
-    const std::vector<test::Spec> specs = {{greedy(some_tokens(9, model->n_vocab()), 40), 0}};
+    const std::vector<test::Spec> specs = {
+        {test::greedy_request(some_tokens(9, model->n_vocab()), 40), 0}};
     const auto cached = test::run_schedule(model, specs, o);
     o.recompute_every_step = true;
     o.kv_tokens = 4096;

@@ -23,6 +23,15 @@ std::shared_ptr<LoadedModel> load(const std::string& path) {
 
 }  // namespace
 
+Request greedy_request(std::vector<int32_t> prompt, int max_new) {
+  Request r;
+  r.prompt_ids = std::move(prompt);
+  r.max_new_tokens = max_new;
+  r.sampling.temperature = 0.0f;
+  r.ignore_eos = true;
+  return r;
+}
+
 std::shared_ptr<LoadedModel> engine_gpt2(const TempDir& dir) {
   ModelConfig c = tiny_gpt2_config();
   c.n_ctx = 96;

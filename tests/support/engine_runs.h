@@ -18,6 +18,9 @@ namespace kvlm::test {
 std::shared_ptr<LoadedModel> engine_gpt2(const TempDir& dir);
 std::shared_ptr<LoadedModel> engine_llama(const TempDir& dir);  // llama2.c model.bin, GQA
 
+// Ids in, greedy, `max_new` tokens exactly (the model's end ids do not stop it).
+Request greedy_request(std::vector<int32_t> prompt, int max_new);
+
 struct Spec {
   Request request;
   int arrival_step = 0;
