@@ -15,6 +15,7 @@
 
 #include "model/llama_random.h"
 #include "model/random_gpt2.h"
+#include "support/node_package.h"
 #include "support/test_support.h"
 #include "tokenizer/byte_unicode.h"
 #include "tokenizer/sentencepiece_test_data.h"
@@ -23,17 +24,6 @@ namespace kvlm {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Runs a shell command, returning its exit code and its output (stdout and stderr together).
-int run(const std::string& command, std::string* output) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) output->append(buf, n);
-  const int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 // A GPT-2 whose vocabulary is the 256 bytes plus <|endoftext|> (id 256), no merges: every text
 // encodes, byte by byte. 1024 positions, so a stream can run long enough to be interrupted.
@@ -73,25 +63,11 @@ void write_llama(const std::string& dir) {
 }
 
 TEST(ServeE2e, OpenAiClient) {
-  std::string version;
-  const bool have_node = run("node -p 'process.versions.node.split(\".\")[0]'", &version) == 0 &&
-                         std::atoi(version.c_str()) >= 20;
-  KVLM_REQUIRE_TOOL(have_node, "node >= 20 is needed for the kvlm serve end-to-end tests (found: "
-                                   << (version.empty() ? "no node" : version) << ")");
   // The client is installed beside the test binary, from the committed lock file.
-  const fs::path source = fs::path(test::source_dir()) / "tests" / "e2e";
   const fs::path work = fs::path(KVLM_BINARY).parent_path() / "e2e";
-  fs::create_directories(work);
-  for (const char* name : {"package.json", "package-lock.json", "serve_e2e.mjs"}) {
-    fs::copy_file(source / name, work / name, fs::copy_options::overwrite_existing);
-  }
-  if (!fs::exists(work / "node_modules" / "openai" / "package.json")) {
-    std::string npm;
-    const bool installed =
-        run("cd '" + work.string() + "' && npm ci --no-audit --no-fund", &npm) == 0;
-    KVLM_REQUIRE_TOOL(installed, "npm ci could not install the openai client (no registry?):\n"
-                                     << npm);
-  }
+  const std::string not_ready = test::prepare_node_package(
+      "e2e", work, {"package.json", "package-lock.json", "serve_e2e.mjs"}, "openai");
+  KVLM_REQUIRE_TOOL(not_ready.empty(), not_ready);
   test::TempDir gpt2, llama;
   write_gpt2(gpt2.path());
   write_llama(llama.path());
@@ -99,9 +75,10 @@ TEST(ServeE2e, OpenAiClient) {
   const char* other = std::getenv("KVLM_SERVE_BINARY");
   const std::string kvlm = other != nullptr ? other : KVLM_BINARY;
   std::string output;
-  const int code = run("cd '" + work.string() + "' && node serve_e2e.mjs --kvlm '" + kvlm +
-                           "' --gpt2 '" + gpt2.path() + "' --llama '" + llama.path() + "'",
-                       &output);
+  const int code =
+      test::run_shell("cd '" + work.string() + "' && node serve_e2e.mjs --kvlm '" + kvlm +
+                          "' --gpt2 '" + gpt2.path() + "' --llama '" + llama.path() + "'",
+                      &output);
   std::printf("%s", output.c_str());
   EXPECT_EQ(code, 0) << "serve_e2e.mjs failed (its output is above)";
 }

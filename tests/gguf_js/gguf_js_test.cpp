@@ -11,8 +11,6 @@
 // the test skips saying why, except under KVLM_REQUIRE_SHARED_DATA=1 (CI), where it fails.
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -22,6 +20,7 @@
 #include "model/gguf_export.h"
 #include "model/llama_random.h"
 #include "model/random_gpt2.h"
+#include "support/node_package.h"
 #include "support/test_support.h"
 #include "tokenizer/byte_unicode.h"
 
@@ -29,24 +28,6 @@ namespace kvlm {
 namespace {
 
 namespace fs = std::filesystem;
-
-int run(const std::string& command, std::string* output) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) output->append(buf, n);
-  const int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-// Skips with `why`, or fails under CI (KVLM_REQUIRE_SHARED_DATA=1).
-#define KVLM_NEED(ok, why)                                              \
-  if (ok) {                                                             \
-  } else if (::kvlm::test::shared_data_required())                      \
-    FAIL() << why << " (required: CI sets KVLM_REQUIRE_SHARED_DATA=1)"; \
-  else                                                                  \
-    GTEST_SKIP() << why
 
 struct Tensor {
   std::string name;
@@ -130,23 +111,6 @@ struct ConvertedFile {
 };
 
 // Installs the reader beside the test binary (once); "" when it is ready, else why not.
-std::string install_reader(const fs::path& work) {
-  std::string version;
-  if (run("node -p 'process.versions.node.split(\".\")[0]'", &version) != 0 ||
-      std::atoi(version.c_str()) < 20)
-    return "node >= 20 is needed to run @huggingface/gguf (found: " +
-           (version.empty() ? std::string("no node") : version) + ")";
-  const fs::path source = fs::path(test::source_dir()) / "tests" / "gguf_js";
-  fs::create_directories(work);
-  for (const char* name : {"package.json", "package-lock.json", "check_gguf.mjs"})
-    fs::copy_file(source / name, work / name, fs::copy_options::overwrite_existing);
-  if (fs::exists(work / "node_modules" / "@huggingface" / "gguf" / "package.json")) return "";
-  std::string npm;
-  if (run("cd '" + work.string() + "' && npm ci --no-audit --no-fund", &npm) != 0)
-    return "npm ci could not install @huggingface/gguf (no registry?):\n" + npm;
-  return "";
-}
-
 // The GPT-2 (with a byte-level vocabulary: the 256 bytes and <|endoftext|>) and the Llama as
 // Hugging Face folders.
 void write_models(const std::string& gpt2_dir, const std::string& llama_dir) {
@@ -214,8 +178,10 @@ void check_file(const ConvertedFile& f, const nlohmann::json& s) {
 
 TEST(GgufJs, HuggingFaceReaderAgreesWithWhatConvertWrites) {
   const fs::path work = fs::path(KVLM_BINARY).parent_path() / "gguf_js";
-  const std::string not_ready = install_reader(work);
-  KVLM_NEED(not_ready.empty(), not_ready);
+  const std::string not_ready = test::prepare_node_package(
+      "gguf_js", work, {"package.json", "package-lock.json", "check_gguf.mjs"},
+      "@huggingface/gguf");
+  KVLM_REQUIRE_TOOL(not_ready.empty(), not_ready);
   test::TempDir dir;
   const std::string gpt2_dir = dir.file("gpt2"), llama_dir = dir.file("llama");
   ASSERT_NO_FATAL_FAILURE(write_models(gpt2_dir, llama_dir));
@@ -234,8 +200,8 @@ TEST(GgufJs, HuggingFaceReaderAgreesWithWhatConvertWrites) {
       paths += " '" + out + "'";
     }
   std::string output;
-  const int code =
-      run("cd '" + work.string() + "' && node check_gguf.mjs" + paths + " 2>/dev/null", &output);
+  const int code = test::run_shell(
+      "cd '" + work.string() + "' && node check_gguf.mjs" + paths + " 2>/dev/null", &output);
   ASSERT_EQ(code, 0) << "check_gguf.mjs refused a file:\n" << output;
   const auto seen = nlohmann::json::parse(output);
   ASSERT_EQ(seen.size(), files.size());
