@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "util/ascii.h"
+
 namespace kvlm::kv {
 namespace {
 
@@ -23,12 +25,6 @@ constexpr DtypeName kDtypeNames[] = {
     {"fp8", KvDtype::fp8},   {"fp8_e4m3", KvDtype::fp8}, {"fp8_e5m2", KvDtype::fp8},
     {"int8", KvDtype::int8}, {"q8_0", KvDtype::q8_0},
 };
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // ---- checked arithmetic ---------------------------------------------------------------------
 
@@ -53,7 +49,7 @@ std::uint64_t checkpoint_bytes_per_param(const std::string& dtype) {
 // ---- public API -----------------------------------------------------------------------------
 
 Result<KvDtype> parse_kv_dtype(std::string_view name) {
-  const std::string key = lower(name);
+  const std::string key = ascii_lower(name);
   for (const DtypeName& d : kDtypeNames) {
     if (key == d.name) return d.dtype;
   }

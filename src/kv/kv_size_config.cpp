@@ -9,17 +9,12 @@
 
 #include "kv/kv_size.h"
 #include "model/config_fields.h"
+#include "util/ascii.h"
 
 namespace kvlm::kv {
 namespace {
 
 using json = nlohmann::json;
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 std::uint64_t u(std::int64_t v) {
   return static_cast<std::uint64_t>(v);
@@ -37,7 +32,7 @@ ConfigFields fields(const json& obj, std::string_view source, const std::string&
 // The checkpoint's dtype from torch_dtype (or "dtype", its newer name), overridden by an fp8
 // quantization_config: DeepSeek V3 says torch_dtype bfloat16 but ships fp8 linear weights.
 std::string checkpoint_dtype_of(const ConfigFields& root) {
-  std::string name = lower(root.string_or("torch_dtype", root.string_or("dtype", "")));
+  std::string name = ascii_lower(root.string_or("torch_dtype", root.string_or("dtype", "")));
   if (name == "float32") return "f32";
   if (name == "float16") return "f16";
   if (name == "bfloat16") return "bf16";
@@ -375,7 +370,7 @@ std::vector<std::string> kv_preset_names() {
 }
 
 Result<KvGeometry> kv_geometry_from_preset(std::string_view name) {
-  const std::string key = lower(name);
+  const std::string key = ascii_lower(name);
   for (const Preset& p : kPresets) {
     if (key != p.name) continue;
     Result<KvGeometry> g = kv_geometry_from_config_text(p.config, "preset " + key);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "util/ascii.h"
+
 namespace kvlm::cli {
 
 void add_paged_flags(CLI::App* cmd, PagedFlags* flags) {
@@ -27,9 +29,8 @@ Result<size_t> parse_byte_size(const std::string& text, const std::string& flag)
   const double number = std::strtod(text.c_str(), &end);
   if (end == text.c_str() || !std::isdigit(static_cast<unsigned char>(text[0])))
     return Status::error(expected);
-  std::string unit(end);
+  std::string unit = ascii_lower(end);
   while (!unit.empty() && std::isspace(static_cast<unsigned char>(unit.front()))) unit.erase(0, 1);
-  for (char& ch : unit) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   double scale = 0;
   const char* units[] = {"", "k", "m", "g", "t"};
   for (int p = 0; p < 5; ++p) {
