@@ -71,6 +71,8 @@ Result<double> single_decode_speed(std::shared_ptr<LoadedModel> model, const Eng
   eo.max_running = 1;
   eo.threads = o.threads;
   eo.kv_dtype = o.kv_dtype;
+  eo.kv_window = o.kv_window;
+  eo.sink_tokens = o.sink_tokens;
   eo.kv_tokens = static_cast<int64_t>(prompt.size()) + o.new_tokens;
   KVLM_ASSIGN_OR_RETURN(auto engine, Engine::create(model, eo));
   std::vector<Request> one;
@@ -86,7 +88,8 @@ Result<EngineBenchResult> run_engine_bench(std::shared_ptr<LoadedModel> model,
                                            const EngineBenchOptions& o) {
   if (o.n_requests < 1 || o.min_prompt < 1 || o.max_prompt < o.min_prompt || o.new_tokens < 1)
     return Status::error("engine bench: bad workload sizes");
-  const int longest = model->n_ctx() - o.new_tokens + 1;
+  // A window renumbers positions within itself: prompts and new tokens may pass the context.
+  const int longest = o.kv_window > 0 ? o.max_prompt : model->n_ctx() - o.new_tokens + 1;
   if (longest < 1) return Status::error("engine bench: new tokens beyond the context");
   const auto prompts = make_prompts(o, model->n_vocab(), longest);
   EngineBenchResult r;
@@ -97,6 +100,8 @@ Result<EngineBenchResult> run_engine_bench(std::shared_ptr<LoadedModel> model,
   eo.max_batch_tokens = o.max_batch_tokens;
   eo.threads = o.threads;
   eo.kv_dtype = o.kv_dtype;
+  eo.kv_window = o.kv_window;
+  eo.sink_tokens = o.sink_tokens;
   eo.kv_tokens =
       static_cast<int64_t>(o.max_running) * std::min(model->n_ctx(), o.max_prompt + o.new_tokens);
   KVLM_ASSIGN_OR_RETURN(auto engine, Engine::create(model, eo));
@@ -154,6 +159,7 @@ Result<EngineBenchResult> run_engine_bench(std::shared_ptr<LoadedModel> model,
       KVLM_ASSIGN_OR_RETURN(auto scales, calibrate_fp8_scales(model->model(), par));
       go.kv_storage = scales;
     }
+    go.kv_storage.window = {o.kv_window, o.sink_tokens};
     const auto static_start = Clock::now();
     KVLM_ASSIGN_OR_RETURN(auto result, generate(model->model(), prompts, go, par));
     r.static_wall_seconds = seconds(Clock::now() - static_start);

@@ -25,6 +25,8 @@ struct EngineBenchOptions {
   bool static_baseline = true;  // also run the requests as one static generate() batch
   uint64_t seed = 1;
   std::string kv_dtype = "f32";  // EngineOptions::kv_dtype
+  int kv_window = 0;             // EngineOptions::kv_window (0: off) and sink_tokens; the
+  int sink_tokens = 0;           // static baseline gets the same window
 };
 
 struct LatencySummary {

@@ -34,7 +34,7 @@ Result<std::vector<std::vector<float>>> last_logits(
     std::shared_ptr<LoadedModel> model, const std::vector<std::vector<int32_t>>& prompts,
     const LastLogitsOptions& options) {
   if (!model) return Status::error("last_logits: no model");
-  KVLM_RETURN_IF_ERROR(validate_request(model->model(), prompts, 1));
+  KVLM_RETURN_IF_ERROR(validate_request(model->model(), prompts, 1, options.kv_window > 0));
   int64_t n_tokens = 0;
   for (const auto& p : prompts) n_tokens += static_cast<int64_t>(p.size());
 
@@ -48,6 +48,8 @@ Result<std::vector<std::vector<float>>> last_logits(
   eo.max_batch_tokens = static_cast<int>(std::min<int64_t>(n_tokens, 1 << 30));
   eo.threads = options.threads;
   eo.kv_dtype = options.kv_dtype;
+  eo.kv_window = options.kv_window;
+  eo.sink_tokens = options.sink_tokens;
   eo.recompute_every_step = !options.cached;
   eo.on_logits = [&](RequestId id, int, std::span<const float> row) {
     auto it = wanted.find(id);

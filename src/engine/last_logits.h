@@ -21,10 +21,14 @@ struct LastLogitsOptions {
   bool cached = true;
   int threads = 0;               // 0: all cores
   std::string kv_dtype = "f32";  // EngineOptions::kv_dtype
+  int kv_window = 0;             // EngineOptions::kv_window (sinks + sliding window; 0: off)
+  int sink_tokens = 0;           // EngineOptions::sink_tokens
 };
 
 // [n_prompts][n_vocab]. Prompts are checked first (non-empty, ids in the vocabulary, within
-// the context), with errors naming the prompt.
+// the context unless a window renumbers positions), with errors naming the prompt. With a
+// window, the first requests' blocks the window evicted stay cached (nothing reuses them), so
+// the second requests still find every position of their prefix.
 Result<std::vector<std::vector<float>>> last_logits(
     std::shared_ptr<LoadedModel> model, const std::vector<std::vector<int32_t>>& prompts,
     const LastLogitsOptions& options);

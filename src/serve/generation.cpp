@@ -112,10 +112,13 @@ ApiResult<Prepared> prepare(const GenerationContext& ctx, const HttpRequest& htt
     const std::string param = chat                    ? "messages"
                               : p.prompts.size() == 1 ? "prompt"
                                                       : "prompt[" + std::to_string(i) + "]";
-    // Chat without max_tokens: the rest of the context (OpenAI: no limit but the context).
-    const int max_tokens =
-        p.max_tokens ? *p.max_tokens : std::max(1, n_ctx - static_cast<int>(ids.size()));
-    if (auto error = check_prompt(ids, max_tokens, n_ctx, ctx.model->n_vocab(), param)) {
+    // Chat without max_tokens: the rest of the context (OpenAI: no limit but the context);
+    // with a window, which lifts that limit, one context's worth.
+    const bool windowed = ctx.kv_window > 0;
+    const int max_tokens = p.max_tokens ? *p.max_tokens
+                           : windowed   ? n_ctx
+                                        : std::max(1, n_ctx - static_cast<int>(ids.size()));
+    if (auto error = check_prompt(ids, max_tokens, n_ctx, ctx.model->n_vocab(), param, windowed)) {
       return *error;
     }
     out.prompt_tokens += static_cast<int64_t>(ids.size());

@@ -23,6 +23,7 @@ struct GenerationContext {
   std::shared_ptr<LoadedModel> model;
   EngineLoop* loop = nullptr;
   std::string model_name;
+  int kv_window = 0;  // the engine's sinks + sliding window (0: off): requests may pass n_ctx
   ChatTemplate chat_template;
   std::vector<int32_t> chat_stop_ids;           // the template's end of turn, when it is one token
   std::vector<std::string> chat_stop_text;      // ... or as text, when it is not

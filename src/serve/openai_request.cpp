@@ -277,7 +277,7 @@ ApiResult<GenerationParams> parse_chat_request(const std::string& body) {
 }
 
 std::optional<ApiError> check_prompt(const std::vector<int32_t>& ids, int max_tokens, int n_ctx,
-                                     int n_vocab, const std::string& param) {
+                                     int n_vocab, const std::string& param, bool windowed) {
   if (ids.empty()) return bad_request(param, param + ": the prompt is empty", "empty_prompt");
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= n_vocab) {
@@ -289,7 +289,7 @@ std::optional<ApiError> check_prompt(const std::vector<int32_t>& ids, int max_to
     }
   }
   const int64_t total = static_cast<int64_t>(ids.size()) + max_tokens;
-  if (total > n_ctx) {
+  if (!windowed && total > n_ctx) {
     return bad_request(param,
                        "This model's maximum context length is " + std::to_string(n_ctx) +
                            " tokens. However, you requested " + std::to_string(total) +

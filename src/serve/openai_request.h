@@ -50,7 +50,9 @@ ApiResult<GenerationParams> parse_chat_request(const std::string& body);
 // A tokenized prompt against the model: non-empty, ids in [0, n_vocab), and prompt + max_tokens
 // within n_ctx (the message names both numbers, as OpenAI's context_length_exceeded does).
 // `param` names the field the prompt came from ("prompt", "prompt[2]", "messages").
+// `windowed` (kvlm serve --kv-window): positions are renumbered within the window, so the
+// context does not bound the request; the engine checks it against the cache's memory instead.
 std::optional<ApiError> check_prompt(const std::vector<int32_t>& ids, int max_tokens, int n_ctx,
-                                     int n_vocab, const std::string& param);
+                                     int n_vocab, const std::string& param, bool windowed = false);
 
 }  // namespace kvlm::serve

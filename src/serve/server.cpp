@@ -85,6 +85,7 @@ Status Server::attach(std::shared_ptr<LoadedModel> model, const EngineOptions& e
   ctx_.model = model;
   ctx_.loop = loop_.get();
   ctx_.model_name = options_.model_name;
+  ctx_.kv_window = engine_options.kv_window;
   ctx_.chat_template = chat;
   ctx_.log = options_.log;
   ctx_.next_id = &next_id_;

@@ -1,5 +1,5 @@
 // kvlm serve end to end with the official openai client (v6). Run by serve_e2e_test.cpp:
-//   node serve_e2e.mjs --kvlm BIN --gpt2 DIR --llama DIR
+//   node serve_e2e.mjs --kvlm BIN --gpt2 DIR --llama DIR --llama-short DIR
 // Every server listens on a free 127.0.0.1 port (--port 0, read back from its ready line) and
 // is killed when the script ends, whatever happens; every wait is bounded; the whole run has a
 // deadline. Exit code 0 when every check passed.
@@ -297,6 +297,31 @@ check("chat (Llama 2 template): auth, whole, streamed == whole", async () => {
   assert.deepEqual(own.choices[0].logprobs.content.map((t) => t.logprob),
                    lp.choices[0].logprobs.content.map((t) => t.logprob));
   assert.ok(own.choices[0].logprobs.content.every((t) => t.top_logprobs.length === 0));
+});
+
+check("--kv-window: requests run past the context, bounded by the window's memory", async () => {
+  // A Llama of context 48. 10 blocks of 4 positions (192 bytes each): a sequence's window holds
+  // at most 9 of them, where the 123 positions of the request below would take 31 without it.
+  const server = await startServer(args["llama-short"], ["--model-name", "llama", "--kv-window", "16", "--sink-tokens", "4", "--block-size", "4", "--kv-memory", "7680"]);
+  assert.match(server.log, /--kv-window 16 --sink-tokens 4/);
+  const c = client(server);
+  const req = { model: "llama", prompt: [1, 5, 9], max_tokens: 120, temperature: 0, ignore_eos: true };
+  const whole = await c.completions.create(req);
+  assert.equal(whole.usage.completion_tokens, 120);
+  assert.equal(whole.choices[0].finish_reason, "length");
+  const chunks = await collectStream(await c.completions.create({ ...req, stream: true }));
+  assert.equal(streamedTexts(chunks)[0], whole.choices[0].text);
+  // A prompt longer than the context is taken too.
+  const long = await c.completions.create({ ...req, prompt: Array.from({ length: 70 }, (_, i) => 3 + i), max_tokens: 5 });
+  assert.equal(long.usage.prompt_tokens, 70);
+  assert.equal(long.usage.completion_tokens, 5);
+  assert.equal((await metrics(server)).value("kvlm:kv_cache_blocks_total"), 10);
+  server.kill("SIGTERM");
+  // Without the window the same request is beyond the context.
+  const plain = await startServer(args["llama-short"], ["--model-name", "llama"]);
+  const e = await expectError(client(plain).completions.create(req), 400, /maximum context length is 48.*123 tokens/);
+  assert.equal(e.code, "context_length_exceeded");
+  plain.kill("SIGTERM");
 });
 
 check("SIGTERM: open streams end with [DONE], exit code 0", async () => {

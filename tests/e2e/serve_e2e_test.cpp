@@ -44,11 +44,12 @@ void write_gpt2(const std::string& dir) {
   test::write_text(dir + "/merges.txt", "#version: 0.2\n");
 }
 
-// A Llama with tests/tokenizer's Llama-2-style tokenizer.json and a Llama 2 chat template.
-void write_llama(const std::string& dir) {
+// A Llama with tests/tokenizer's Llama-2-style tokenizer.json and a Llama 2 chat template;
+// `n_ctx` 48 for the sliding window's check, which runs past it.
+void write_llama(const std::string& dir, int n_ctx = 512) {
   LlamaConfig lc = tiny_llama_config();
-  lc.model.n_vocab = 288;  // the tokenizer's 279 tokens and a few it never produces
-  lc.model.n_ctx = 512;
+  lc.model.n_vocab = 279;  // the tokenizer's 279 tokens: every id the model samples decodes
+  lc.model.n_ctx = n_ctx;
   const LlamaHostWeights w = random_llama_weights(lc, 5);
   ASSERT_TRUE(write_llama_hf(dir, w, HfWriteOptions{}).is_ok());
   test::write_text(dir + "/tokenizer.json", sp_test::tokenizer_json());
@@ -68,16 +69,18 @@ TEST(ServeE2e, OpenAiClient) {
   const std::string not_ready = test::prepare_node_package(
       "e2e", work, {"package.json", "package-lock.json", "serve_e2e.mjs"}, "openai");
   KVLM_REQUIRE_TOOL(not_ready.empty(), not_ready);
-  test::TempDir gpt2, llama;
+  test::TempDir gpt2, llama, llama_short;
   write_gpt2(gpt2.path());
   write_llama(llama.path());
+  write_llama(llama_short.path(), 48);
   // KVLM_SERVE_BINARY: another kvlm to test (say, a sanitizer build) with this test binary.
   const char* other = std::getenv("KVLM_SERVE_BINARY");
   const std::string kvlm = other != nullptr ? other : KVLM_BINARY;
   std::string output;
   const int code =
       test::run_shell("cd '" + work.string() + "' && node serve_e2e.mjs --kvlm '" + kvlm +
-                          "' --gpt2 '" + gpt2.path() + "' --llama '" + llama.path() + "'",
+                          "' --gpt2 '" + gpt2.path() + "' --llama '" + llama.path() +
+                          "' --llama-short '" + llama_short.path() + "'",
                       &output);
   std::printf("%s", output.c_str());
   EXPECT_EQ(code, 0) << "serve_e2e.mjs failed (its output is above)";

@@ -350,5 +350,71 @@ TEST(WindowCliTest, GeneratePastTheContextAndBadFlags) {
   }
 }
 
+// The other commands that run the model take the window too, past the context of 32: demo
+// (cached == uncached, the cache's peak at the window's size), logits (a prompt longer than the
+// context, cached == --no-cache byte for byte), bench --engine (the engine's tokens == the static
+// batch's, both windowed). Without the window the same runs are beyond the context; GPT-2 is
+// refused by each, serve included.
+TEST(WindowCliTest, DemoLogitsBenchAndServeTakeTheWindow) {
+  test::TempDir dir;
+  LlamaConfig lc = tiny_llama_config();  // context 32, 2 layers, kv_dim 12: 192 bytes a position
+  ASSERT_TRUE(write_llama2c(dir.file("m.bin"), random_llama_weights(lc, 3)).is_ok());
+  const std::string model = " --model " + dir.file("m.bin") + " --threads 2";
+  const std::string window = " --kv-window 16 --sink-tokens 4";
+
+  const auto demo = test::run_kvlm("demo" + model + " --max-new 60" + window);
+  ASSERT_EQ(demo.exit_code, 0) << demo.err << demo.out;
+  EXPECT_NE(demo.out.find("tokens identical (cached vs uncached): yes"), std::string::npos);
+  EXPECT_NE(demo.out.find("max |logit difference| over all steps: 0\n"), std::string::npos);
+  // Blocks of one position: three sequences hold at most their 16-position windows at once,
+  // where the whole run (10 + 2 + 4 prompt tokens, 59 fed back each) would take 193.
+  const auto at = demo.out.find("as allocated by the cache:");
+  ASSERT_NE(at, std::string::npos) << demo.out;
+  const size_t allocated = std::stoull(demo.out.substr(demo.out.find_first_of("0123456789", at)));
+  EXPECT_LE(allocated, 3u * 16 * 192) << demo.out;
+  EXPECT_GE(allocated, 3u * 12 * 192) << demo.out;
+
+  std::string ids;
+  for (int i = 0; i < 45; ++i) ids += std::to_string((i * 7 + 3) % 48) + ",";
+  ids.pop_back();
+  const auto cached = test::run_kvlm("logits" + model + " --json --ids " + ids + window);
+  ASSERT_EQ(cached.exit_code, 0) << cached.err;
+  const auto uncached =
+      test::run_kvlm("logits" + model + " --json --no-cache --ids " + ids + window);
+  ASSERT_EQ(uncached.exit_code, 0) << uncached.err;
+  EXPECT_EQ(cached.out, uncached.out);
+  EXPECT_EQ(cached.out.rfind("{\"logits\":[[", 0), 0u) << cached.out;
+
+  const auto bench = test::run_kvlm(
+      "bench --engine --json --requests 4 --new-tokens 40 "
+      "--min-prompt 4 --max-prompt 20 --max-seqs 2" +
+      model + window);
+  ASSERT_EQ(bench.exit_code, 0) << bench.err << bench.out;  // 2: the static batch differed
+
+  for (const std::string& args :
+       {"demo" + model + " --max-new 60", "logits" + model + " --json --ids " + ids}) {
+    const auto r = test::run_kvlm(args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_NE(r.err.find("beyond the context length 32"), std::string::npos) << args << r.err;
+  }
+  const auto not_engine = test::run_kvlm("bench" + model + window);
+  EXPECT_EQ(not_engine.exit_code, 1);
+  EXPECT_NE(not_engine.err.find("--kv-window applies to kvlm bench --engine"), std::string::npos)
+      << not_engine.err;
+
+  test::TempDir gpt2_dir;
+  ASSERT_TRUE(write_random_gpt2(gpt2_dir.path(), test::tiny_gpt2_config(), {}).is_ok());
+  const std::string gpt2 = " --model " + gpt2_dir.path() + " --kv-window 8";
+  for (const std::string& args : {"demo" + gpt2, "logits --json --ids 1,2" + gpt2,
+                                  "bench --engine --requests 1" + gpt2, "serve --port 0" + gpt2}) {
+    const auto r = test::run_kvlm(args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_NE(r.err.find("--kv-window: this model's learned absolute position embeddings (GPT-2)"),
+              std::string::npos)
+        << args << "\n"
+        << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace kvlm

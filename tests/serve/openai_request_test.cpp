@@ -178,6 +178,15 @@ TEST(OpenAiRequest, CheckPromptNamesBothNumbers) {
   EXPECT_EQ(check_prompt({}, 1, 8, 10, "messages")->code, "empty_prompt");
 }
 
+// kvlm serve --kv-window: positions are renumbered within the window, so the context no longer
+// bounds a request (the engine bounds it by the cache's memory); ids and emptiness still do.
+TEST(OpenAiRequest, CheckPromptWithAWindowPassesTheContext) {
+  EXPECT_FALSE(check_prompt({1, 2, 3}, 1000, 8, 10, "prompt", true));
+  EXPECT_FALSE(check_prompt(std::vector<int32_t>(20, 1), 1, 8, 10, "prompt", true));
+  EXPECT_EQ(check_prompt({1, 10}, 1, 8, 10, "prompt", true)->code, "invalid_token_id");
+  EXPECT_EQ(check_prompt({}, 1, 8, 10, "prompt", true)->code, "empty_prompt");
+}
+
 TEST(OpenAiRequest, Chat) {
   ApiResult<GenerationParams> r = parse_chat_request(
       R"({"model":"m","messages":[{"role":"developer","content":"Be brief."},

@@ -21,6 +21,7 @@ struct DemoFlags {
   ModelFlags model;
   int max_new = 20;
   std::string kv_dtype;  // --kv-dtype
+  WindowFlags window;    // --kv-window, --sink-tokens
 };
 
 // Token positions a padded batch pushes through the model (the seed's count, per row):
@@ -53,6 +54,8 @@ Result<DemoRun> run_batch(
   options.prefix_caching = false;  // a static batch: nothing to share
   options.recompute_every_step = !cached;
   if (!flags.kv_dtype.empty()) options.kv_dtype = flags.kv_dtype;
+  options.kv_window = flags.window.window;
+  options.sink_tokens = flags.window.sinks;
   for (const auto& p : prompts)
     options.kv_tokens += static_cast<int64_t>(p.size()) + flags.max_new - 1;
   options.max_batch_tokens = static_cast<int>(options.kv_tokens);
@@ -104,7 +107,7 @@ void print_work(const std::vector<std::vector<int32_t>>& prompts, int max_new,
 
 // What the cache costs: bytes per token for the dtype, for this run by formula and as held
 // (blocks of one position: the same), with full multi-head K/V, and at the full context.
-void print_cache_costs(const ModelConfig& c, KvDtype dtype,
+void print_cache_costs(const ModelConfig& c, KvDtype dtype, const KvWindow& window,
                        const std::vector<std::vector<int32_t>>& prompts, int max_new,
                        const EngineStats& cached) {
   const int64_t per_token = c.kv_bytes_per_token(sizeof(float));
@@ -129,6 +132,13 @@ void print_cache_costs(const ModelConfig& c, KvDtype dtype,
               static_cast<long long>(formula_bytes));
   std::printf("  as allocated by the cache:                                      %lld bytes\n",
               static_cast<long long>(cached.kv_bytes_peak));
+  if (window.enabled())
+    std::printf(
+        "  (--kv-window %d --sink-tokens %d: each row attends over at most %d positions and the\n"
+        "   cache evicts the rest, so its peak stays near %lld bytes however long the run)\n",
+        window.window, window.sinks, window.window,
+        static_cast<long long>(stored_per_token * window.window *
+                               static_cast<int64_t>(prompts.size())));
   if (c.n_kv_head != c.n_head)
     std::printf(
         "  with full multi-head K/V (%d heads) it would be:                %lld bytes "
@@ -143,6 +153,8 @@ void print_cache_costs(const ModelConfig& c, KvDtype dtype,
 int run_demo(const DemoFlags& flags) {
   auto kv = kv_storage_from_flag(flags.kv_dtype);
   if (!kv) return fail(kv.status());
+  auto window = window_from_flags(flags.window);
+  if (!window) return fail(window.status());
   std::shared_ptr<Model> model;
   if (flags.model.model.empty()) {
     std::printf(
@@ -156,6 +168,7 @@ int run_demo(const DemoFlags& flags) {
     if (!loaded) return fail(loaded.status());
     model = std::move(loaded.value());
   }
+  KVLM_CLI_RETURN_IF_ERROR(model->check_kv_window(window.value()));  // GPT-2 cannot
   const ModelConfig& c = model->config();
   const Parallel par = parallel_from_flags(flags.model);
   auto loaded = LoadedModel::from_parts(model, nullptr);  // ids only
@@ -204,7 +217,7 @@ int run_demo(const DemoFlags& flags) {
   std::printf("max |logit difference| over all steps: %s\n\n", format_float(max_diff).c_str());
 
   print_work(prompts, flags.max_new, uncached->stats, cached->stats);
-  print_cache_costs(c, kv->dtype, prompts, flags.max_new, cached->stats);
+  print_cache_costs(c, kv->dtype, window.value(), prompts, flags.max_new, cached->stats);
   return same && max_diff == 0.0f ? 0 : 2;
 }
 
@@ -218,6 +231,7 @@ void add_demo_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-new", flags->max_new, "New tokens per prompt (default 20)")
       ->check(CLI::Range(1, 1000));
   add_kv_dtype_flag(cmd, &flags->kv_dtype);
+  add_window_flags(cmd, &flags->window);
   cmd->callback([flags, exit_code] { *exit_code = run_demo(*flags); });
 }
 

@@ -19,6 +19,7 @@ struct LogitsFlags {
   bool no_cache = false;
   bool json = false;
   std::string kv_dtype;  // --kv-dtype
+  WindowFlags window;    // --kv-window, --sink-tokens
 };
 
 int run_logits(const LogitsFlags& flags) {
@@ -31,6 +32,7 @@ int run_logits(const LogitsFlags& flags) {
   }
   if (prompts.empty()) return fail(Status::error("give at least one prompt with --ids"));
   KVLM_CLI_RETURN_IF_ERROR(kv_storage_from_flag(flags.kv_dtype).status());
+  KVLM_CLI_RETURN_IF_ERROR(window_from_flags(flags.window).status());
   auto model = load_model_from_flags(flags.model);
   if (!model) return fail(model.status());
   auto loaded = LoadedModel::from_parts(std::move(model.value()), nullptr);  // ids only
@@ -39,6 +41,8 @@ int run_logits(const LogitsFlags& flags) {
   options.cached = !flags.no_cache;
   options.threads = flags.model.threads;
   if (!flags.kv_dtype.empty()) options.kv_dtype = flags.kv_dtype;
+  options.kv_window = flags.window.window;
+  options.sink_tokens = flags.window.sinks;
   auto logits = last_logits(loaded.value(), prompts, options);
   if (!logits) return fail(logits.status());
   std::string out = "{\"logits\":[";
@@ -64,6 +68,7 @@ void add_logits_command(CLI::App& app, int* exit_code) {
                 "One full pass over the prompt (default: prefill all but the last token, then "
                 "decode it against the cache)");
   add_kv_dtype_flag(cmd, &flags->kv_dtype);
+  add_window_flags(cmd, &flags->window);
   cmd->add_flag("--json", flags->json, "Print {\"logits\": [[...], ...]} (required)");
   cmd->callback([flags, exit_code] { *exit_code = run_logits(*flags); });
 }

@@ -2,7 +2,7 @@
 //   kvlm serve --model PATH [--tokenizer PATH] [--host 127.0.0.1] [--port 8080]
 //              [--kv-memory BYTES] [--block-size N] [--max-seqs N] [--max-batch-tokens N]
 //              [--max-queue N] [--api-key KEY] [--model-name NAME] [--chat-template NAME]
-//              [--threads N]
+//              [--threads N] [--kv-dtype D] [--kv-window W [--sink-tokens S]]
 // The port answers /health (503 "loading") while the model loads. One line on standard error
 // when ready, one per finished request. SIGINT or SIGTERM: stop accepting, end open streams
 // (their requests cancelled, each stream closed with a final chunk and [DONE]), exit 0.
@@ -36,6 +36,7 @@ struct ServeFlags {
   int port = 8080;
   std::string kv_memory;
   std::string kv_dtype;  // --kv-dtype
+  WindowFlags window;    // --kv-window, --sink-tokens
   int block_size = 16;
   int max_seqs = 16;
   int max_batch_tokens = 512;
@@ -123,8 +124,11 @@ int run_serve(const ServeFlags& flags) {
   }
   KVLM_CLI_RETURN_IF_ERROR(check_flags(flags));
   KVLM_CLI_RETURN_IF_ERROR(kv_storage_from_flag(flags.kv_dtype).status());
+  KVLM_CLI_RETURN_IF_ERROR(window_from_flags(flags.window).status());
   EngineOptions engine;
   if (!flags.kv_dtype.empty()) engine.kv_dtype = flags.kv_dtype;
+  engine.kv_window = flags.window.window;
+  engine.sink_tokens = flags.window.sinks;
   engine.block_size = flags.block_size;
   engine.max_running = flags.max_seqs;
   engine.max_batch_tokens = flags.max_batch_tokens;
@@ -173,7 +177,11 @@ int run_serve(const ServeFlags& flags) {
                 flags.host.c_str(), server.port(), options.model_name.c_str(), flags.model.c_str(),
                 model.value()->n_ctx(), mib, stats.kv_block_size, flags.max_seqs, flags.max_queue,
                 serve::chat_template_name(chat.value().kind));
-  log_line(ready);
+  std::string line = ready;
+  if (engine.kv_window > 0)
+    line += ", --kv-window " + std::to_string(engine.kv_window) + " --sink-tokens " +
+            std::to_string(engine.sink_tokens) + " (requests may run past n_ctx)";
+  log_line(line);
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
@@ -203,6 +211,7 @@ void add_serve_command(CLI::App& app, int* exit_code) {
                   "KV cache size (67108864, 64MiB, 1.5GB); default: --max-seqs full contexts");
   cmd->add_option("--block-size", f->block_size, "Positions per cache block (default 16)");
   add_kv_dtype_flag(cmd, &f->kv_dtype);
+  add_window_flags(cmd, &f->window);
   cmd->add_option("--max-seqs", f->max_seqs, "Sequences running at once (default 16)");
   cmd->add_option("--max-batch-tokens", f->max_batch_tokens,
                   "Tokens per engine step, decode and prefill chunks together (default 512)");
