@@ -34,6 +34,8 @@ import sys
 
 import numpy as np
 
+from bf16 import Bf16Activations, from_bf16_bits, keep, to_bf16_bits
+
 PROMPTS = [[7, 3, 19, 1, 25, 8, 11, 4, 2, 15], [9, 2], [1, 6, 4, 22], [37]]
 N_NEW = 10
 
@@ -94,40 +96,6 @@ def transformer(tokens, p, cfg, rope, round_x):
         h = round_x(rmsnorm(x, L["ffn_norm"], cfg["eps"]))
         x = x + round_x(silu(h @ L["w1"].T) * (h @ L["w3"].T)) @ L["w2"].T
     return round_x(rmsnorm(x, p["final_norm"], cfg["eps"])) @ p["lm_head"].T
-
-
-def keep(x):  # activations in full precision: the plain reference
-    return x
-
-
-class Bf16Activations:
-    """x as vdpbf16ps reads it: float32 (kvlm's activations), then bf16 to nearest even, a
-    denormal to a zero of its sign (VCVTNEPS2BF16); returned as float64.
-
-    It also tracks the smallest relative distance of an input to a bf16 rounding midpoint: kvlm's
-    float32 activation differs from this float64 one by a few float32 roundings, so an input
-    within that of a midpoint could round the other way in kvlm, and one such flip moves the
-    logits by up to ~1e-2 (flipping every input within 1e-5 of a midpoint moves them 0.013 on
-    this model): the fixture records the margin and insists on more than 1e-6."""
-
-    def __init__(self):
-        self.min_margin = np.inf
-
-    def __call__(self, x):
-        x = np.asarray(x, dtype=np.float64)
-        self.min_margin = min(self.min_margin, midpoint_margin(x))
-        f = x.astype(np.float32)
-        f = np.where(np.abs(f) < np.finfo(np.float32).tiny, np.float32(0) * np.sign(f), f)
-        return round_to(f, "BF16")
-
-
-def midpoint_margin(x):
-    """min |x - m| / |x| over x's nonzero values, m the midpoint between the two bf16 values
-    around x (a float32 number: the bf16 bits of |x| truncated, then 0x8000)."""
-    a = np.abs(x[x != 0])
-    bits = a.astype(np.float32).view(np.uint32)
-    mid = ((bits >> 16 << 16) | 0x8000).astype(np.uint32).view(np.float32)
-    return float(np.min(np.abs(a - mid) / a, initial=np.inf))
 
 
 # ---------------------------------------------------------------- the two RoPE spellings
@@ -195,17 +163,14 @@ def round_to(a, dtype):
     a = np.asarray(a, dtype=np.float32)
     if dtype == "F32":
         return a.astype(np.float64)
-    bits = a.view(np.uint32).astype(np.uint64)
-    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint32) << 16
-    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+    return from_bf16_bits(to_bf16_bits(a))
 
 
 def stored_bytes(a, dtype):
     a = np.asarray(a, dtype=np.float32)
     if dtype == "F32":
         return a.tobytes()
-    bits = a.view(np.uint32).astype(np.uint64)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16).tobytes()
+    return to_bf16_bits(a).tobytes()
 
 
 def rounded_params(p, dtype):
