@@ -11,31 +11,35 @@
 
 namespace kvlm {
 
-void unpermute_rotary_rows(void* dst, const void* src, int n_heads, int head_dim,
-                           size_t row_bytes) {
+namespace {
+
+// Moves each head's rows between the two rotary layouts: row c * half + i of the "halves" layout
+// (Hugging Face) is row 2 * i + c of the "pairs" layout (llama2.c, and kvlm's RoPE).
+void move_rotary_rows(void* dst, const void* src, int n_heads, int head_dim, size_t row_bytes,
+                      bool halves_to_pairs) {
   const int half = head_dim / 2;
   auto* out = static_cast<uint8_t*>(dst);
   const auto* in = static_cast<const uint8_t*>(src);
   for (int h = 0; h < n_heads; ++h)
     for (int c = 0; c < 2; ++c)
       for (int i = 0; i < half; ++i) {
-        const size_t from = static_cast<size_t>(h) * head_dim + c * half + i;
-        const size_t to = static_cast<size_t>(h) * head_dim + 2 * i + c;
+        const size_t halves = static_cast<size_t>(h) * head_dim + c * half + i;
+        const size_t pairs = static_cast<size_t>(h) * head_dim + 2 * i + c;
+        const size_t to = halves_to_pairs ? pairs : halves;
+        const size_t from = halves_to_pairs ? halves : pairs;
         std::memcpy(out + to * row_bytes, in + from * row_bytes, row_bytes);
       }
 }
 
+}  // namespace
+
+void unpermute_rotary_rows(void* dst, const void* src, int n_heads, int head_dim,
+                           size_t row_bytes) {
+  move_rotary_rows(dst, src, n_heads, head_dim, row_bytes, /*halves_to_pairs=*/true);
+}
+
 void permute_rotary_rows(void* dst, const void* src, int n_heads, int head_dim, size_t row_bytes) {
-  const int half = head_dim / 2;
-  auto* out = static_cast<uint8_t*>(dst);
-  const auto* in = static_cast<const uint8_t*>(src);
-  for (int h = 0; h < n_heads; ++h)
-    for (int c = 0; c < 2; ++c)
-      for (int i = 0; i < half; ++i) {
-        const size_t to = static_cast<size_t>(h) * head_dim + c * half + i;
-        const size_t from = static_cast<size_t>(h) * head_dim + 2 * i + c;
-        std::memcpy(out + to * row_bytes, in + from * row_bytes, row_bytes);
-      }
+  move_rotary_rows(dst, src, n_heads, head_dim, row_bytes, /*halves_to_pairs=*/false);
 }
 
 LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights,
