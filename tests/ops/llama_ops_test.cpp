@@ -13,16 +13,14 @@
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
 #include "ops/swiglu.h"
+#include "support/random_values.h"
 
 namespace kvlm {
 namespace {
 
 std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
+  return test::random_normals(n, rng, scale);
 }
 
 TEST(LlamaOps, RmsnormMatchesReferenceAndIsRowIndependent) {

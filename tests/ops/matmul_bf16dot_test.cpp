@@ -17,6 +17,7 @@
 #include "ops/dtype.h"
 #include "ops/for_each_target.h"
 #include "ops/matmul.h"
+#include "support/random_values.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -137,13 +138,6 @@ Bf16Matrix make_matrix(int n_in, int n_out, WeightLayout layout, int offset, std
   return m;
 }
 
-std::vector<float> random_floats(size_t n, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& f : v) f = normal(rng);
-  return v;
-}
-
 const char* layout_name(WeightLayout l) {
   return l == WeightLayout::kInOut ? "kInOut" : "kOutIn";
 }
@@ -155,8 +149,9 @@ void check_against_model(int n_in, int n_out, int n_rows, WeightLayout layout, i
   SCOPED_TRACE(std::string(layout_name(layout)) + " n_in " + std::to_string(n_in) + " n_out " +
                std::to_string(n_out) + " rows " + std::to_string(n_rows));
   const Bf16Matrix m = make_matrix(n_in, n_out, layout, offset, rng);
-  const std::vector<float> xbuf = random_floats(static_cast<size_t>(n_rows) * n_in + offset, rng);
-  const std::vector<float> bbuf = random_floats(n_out + offset, rng);
+  const std::vector<float> xbuf =
+      test::random_normals(static_cast<size_t>(n_rows) * n_in + offset, rng);
+  const std::vector<float> bbuf = test::random_normals(n_out + offset, rng);
   const float* x = xbuf.data() + offset;
   const float* bias = n_in % 3 == 0 ? nullptr : bbuf.data() + offset;
   const size_t n_out_total = static_cast<size_t>(n_rows) * n_out;
@@ -233,7 +228,7 @@ TEST(MatmulBf16DotTest, MatmulForwardUsesItOnAvx512TargetsOnly) {
     for (WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn}) {
       SCOPED_TRACE(layout_name(layout));
       const Bf16Matrix m = make_matrix(n_in, n_out, layout, 0, rng);
-      const std::vector<float> x = random_floats(static_cast<size_t>(n_rows) * n_in, rng);
+      const std::vector<float> x = test::random_normals(static_cast<size_t>(n_rows) * n_in, rng);
       std::vector<float> together(static_cast<size_t>(n_rows) * n_out), model(together.size());
       matmul_forward(together.data(), x.data(), m.view, nullptr, n_rows, Parallel{2});
       matmul_bf16dot_reference(model.data(), x.data(), m.view, nullptr, n_rows);

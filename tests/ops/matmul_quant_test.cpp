@@ -15,6 +15,7 @@
 #include "ops/matmul.h"
 #include "ops/matmul_internal.h"
 #include "ops/quant.h"
+#include "support/random_values.h"
 
 namespace kvlm {
 namespace {
@@ -65,13 +66,6 @@ QuantMatrix make_matrix(DType type, int n_in, int n_out, int offset, std::mt1993
   return m;
 }
 
-std::vector<float> random_floats(size_t n, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& f : v) f = normal(rng);
-  return v;
-}
-
 std::vector<int> sizes_for(DType type) {
   if (type == DType::kQ8_0 || type == DType::kQ4_0) return {32, 64, 96, 256, 288, 544};
   return {256, 512, 768};
@@ -88,8 +82,8 @@ TEST(MatmulQuantTest, EveryTargetEqualsF32OnDequantizedWeightsAndTheReference) {
                          " n_out " + std::to_string(n_out) + " rows " + std::to_string(n_rows));
             const int offset = (n_out + n_rows) % 4;
             const QuantMatrix m = make_matrix(type, n_in, n_out, offset, rng);
-            const std::vector<float> xbuf = random_floats(n_rows * n_in + offset, rng);
-            const std::vector<float> bbuf = random_floats(n_out + offset, rng);
+            const std::vector<float> xbuf = test::random_normals(n_rows * n_in + offset, rng);
+            const std::vector<float> bbuf = test::random_normals(n_out + offset, rng);
             const float* x = xbuf.data() + offset;
             const float* bias = n_out % 2 ? bbuf.data() + offset : nullptr;
             std::vector<float> outbuf(n_rows * n_out + offset + 1, -1.0f), want(n_rows * n_out),
@@ -135,7 +129,7 @@ TEST(MatmulQuantTest, Q8_0SpecialBlockScalesGiveTheDequantizedBits) {
         dequantize_row(m.values.data() + o * n_in, base + o * dtype_bytes(DType::kQ8_0, n_in),
                        DType::kQ8_0, n_in);
       for (int n_rows : {1, 5}) {
-        const std::vector<float> x = random_floats(n_rows * n_in, rng);
+        const std::vector<float> x = test::random_normals(n_rows * n_in, rng);
         std::vector<float> out(n_rows * n_out), want(n_rows * n_out);
         matmul_forward(out.data(), x.data(), m.view, nullptr, n_rows, Parallel{1});
         matmul_forward(want.data(), x.data(), m.f32, nullptr, n_rows, Parallel{1});
@@ -151,7 +145,7 @@ TEST(MatmulQuantTest, RowsAreBitwiseIndependentOfBatchAndThreads) {
   for (DType type : {DType::kQ8_0, DType::kQ4_K}) {
     const int n_in = 512, n_out = 67, n_rows = 11;
     const QuantMatrix m = make_matrix(type, n_in, n_out, 1, rng);
-    const std::vector<float> x = random_floats(n_rows * n_in, rng);
+    const std::vector<float> x = test::random_normals(n_rows * n_in, rng);
     std::vector<float> all(n_rows * n_out), threaded(n_rows * n_out), one(n_out);
     matmul_forward(all.data(), x.data(), m.view, nullptr, n_rows, Parallel{1});
     matmul_forward(threaded.data(), x.data(), m.view, nullptr, n_rows, Parallel{3});

@@ -16,6 +16,7 @@
 #include "ops/for_each_target.h"
 #include "ops/matmul_bf16dot.h"
 #include "ops/matmul_internal.h"
+#include "support/random_values.h"
 
 namespace kvlm {
 namespace {
@@ -50,13 +51,6 @@ TestMatrix make_matrix(int n_in, int n_out, WeightLayout layout, DType dtype, in
   }
   m.view = WeightMatrix{base, dtype, layout, n_in, n_out};
   return m;
-}
-
-std::vector<float> random_floats(size_t n, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& f : v) f = normal(rng);
-  return v;
 }
 
 float madd(float a, float b, float c, bool fused) {
@@ -116,8 +110,8 @@ TEST(MatmulTest, EveryTargetKeepsTheStatedOrderAndMatchesTheReference) {
                          std::to_string(n_in) + " n_out " + std::to_string(n_out));
             const int offset = (n_in + n_out) % 4;  // misaligns x, W, bias and out
             const TestMatrix m = make_matrix(n_in, n_out, layout, dtype, offset, rng);
-            const std::vector<float> xbuf = random_floats(n_rows * n_in + offset, rng);
-            const std::vector<float> bbuf = random_floats(n_out + offset, rng);
+            const std::vector<float> xbuf = test::random_normals(n_rows * n_in + offset, rng);
+            const std::vector<float> bbuf = test::random_normals(n_out + offset, rng);
             const float* x = xbuf.data() + offset;
             const float* bias = (n_in % 3 == 0) ? nullptr : bbuf.data() + offset;
             std::vector<float> outbuf(n_rows * n_out + offset + 1, -1.0f);
@@ -173,8 +167,9 @@ TEST(MatmulTest, RowsAreBitwiseIndependentOfBatchVariantAndThreads) {
                        std::to_string(s.n_in) + "x" + std::to_string(s.n_out));
           const TestMatrix m = make_matrix(s.n_in, s.n_out, layout, dtype, 1, rng);
           const int max_rows = row_counts.back();
-          const std::vector<float> x = random_floats(static_cast<size_t>(max_rows) * s.n_in, rng);
-          const std::vector<float> bias = random_floats(s.n_out, rng);
+          const std::vector<float> x =
+              test::random_normals(static_cast<size_t>(max_rows) * s.n_in, rng);
+          const std::vector<float> bias = test::random_normals(s.n_out, rng);
           // Each row alone, one thread: the baseline.
           std::vector<float> alone(static_cast<size_t>(max_rows) * s.n_out);
           for (int r = 0; r < max_rows; ++r)
@@ -204,8 +199,8 @@ TEST(MatmulTest, LargeShapesCrossEveryBlockAndKeepTheOrder) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       SCOPED_TRACE(dtype_name(dtype));
       const TestMatrix m = make_matrix(n_in, n_out, WeightLayout::kInOut, dtype, 0, rng);
-      const std::vector<float> x = random_floats(static_cast<size_t>(n_rows) * n_in, rng);
-      const std::vector<float> bias = random_floats(n_out, rng);
+      const std::vector<float> x = test::random_normals(static_cast<size_t>(n_rows) * n_in, rng);
+      const std::vector<float> bias = test::random_normals(n_out, rng);
       for (MatmulPath path : {MatmulPath::kRowStream, MatmulPath::kTiled}) {
         std::vector<float> out(static_cast<size_t>(n_rows) * n_out);
         matmul_forward_path(out.data(), x.data(), m.view, bias.data(), n_rows, Parallel{2}, path);
