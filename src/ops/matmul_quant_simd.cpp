@@ -21,6 +21,7 @@
 #endif
 
 #include "ops/matmul_internal.h"
+#include "ops/matmul_kquant.h"
 #include "ops/quant.h"
 
 // Highway: simd_targets.h before any hwy header, then foreach_target.h re-includes this
@@ -242,6 +243,10 @@ HWY_EXPORT(QuantMatmulImpl);
 
 void matmul_quant_forward(float* out, const float* x, const WeightMatrix& w, const float* bias,
                           int n_rows, const Parallel& par) {
+  // Q4_0, Q4_K, Q6_K, and Q8_0 prefill: the kernels of matmul_kquant_simd.cpp (the same bits as
+  // the paths here, which they replace for those).
+  if (kquant_kernel_handles(w.dtype, n_rows))
+    return matmul_kquant_forward(out, x, w, bias, n_rows, par);
   HWY_DYNAMIC_DISPATCH(QuantMatmulImpl)(out, x, w, bias, n_rows, par.n_threads);
 }
 

@@ -54,7 +54,7 @@ class Exactness : public ::testing::TestWithParam<ExactnessCase> {
     model_ = std::move(model).value();
     const ModelSpec& spec = GetParam().model;
     ASSERT_EQ(model_->config().arch, spec.arch());
-    ASSERT_EQ(model_->weight_dtype(), dtype_name(spec.dtype));
+    ASSERT_EQ(model_->weight_dtype(), dtype_name(spec.quantize.value_or(spec.dtype)));
     if (spec.n_kv_head > 0) {
       ASSERT_EQ(model_->config().n_kv_head, spec.n_kv_head);
     }
@@ -155,33 +155,44 @@ TEST_P(Exactness, ChunkedPrefillEqualsOnePass) {
 ModelSpec llama(ModelFormat f, int kv, bool tied = true, DType d = DType::kF32, int shards = 1) {
   return test::llama_spec(f, kv, tied, d, shards);
 }
+using test::quantized;
 constexpr ModelFormat kBin = ModelFormat::kLlama2cBin;
 constexpr ModelFormat kHf = ModelFormat::kLlamaHf;
 
 INSTANTIATE_TEST_SUITE_P(
     Models, Exactness,
-    ::testing::Values(ExactnessCase{test::gpt2_spec(DType::kF32), test::contiguous_cache()},
-                      ExactnessCase{test::gpt2_spec(DType::kF32), test::paged_cache(1)},
-                      ExactnessCase{test::gpt2_spec(DType::kF32), test::paged_cache(3, false)},
-                      ExactnessCase{test::gpt2_spec(DType::kF16), test::paged_cache(16)},
-                      ExactnessCase{test::gpt2_spec(DType::kBF16), test::paged_cache(4)},
-                      ExactnessCase{llama(kBin, 2), test::contiguous_cache()},
-                      ExactnessCase{llama(kBin, 2), test::paged_cache(1)},
-                      ExactnessCase{llama(kBin, 1, false), test::paged_cache(3)},
-                      ExactnessCase{llama(kBin, 4), test::contiguous_cache()},
-                      ExactnessCase{llama(kHf, 2), test::paged_cache(4, false)},
-                      ExactnessCase{llama(kHf, 2, false, DType::kF32, 3), test::contiguous_cache()},
-                      ExactnessCase{llama(kHf, 1, true, DType::kBF16), test::contiguous_cache()},
-                      ExactnessCase{llama(kHf, 2, false, DType::kF16, 2), test::paged_cache(4)},
-                      ExactnessCase{test::gpt2_spec(), test::contiguous_cache().with(KvDtype::f16)},
-                      ExactnessCase{test::gpt2_spec(), test::paged_cache(3).with(KvDtype::bf16)},
-                      ExactnessCase{test::gpt2_spec(), test::paged_cache(4).with(KvDtype::q8_0)},
-                      ExactnessCase{test::gpt2_spec(), test::paged_cache(1).with(KvDtype::fp8)},
-                      ExactnessCase{llama(kBin, 2), test::paged_cache(16).with(KvDtype::f16)},
-                      ExactnessCase{llama(kBin, 2), test::contiguous_cache().with(KvDtype::bf16)},
-                      ExactnessCase{llama(kBin, 2), test::paged_cache(3).with(KvDtype::q8_0)},
-                      ExactnessCase{llama(kBin, 2),
-                                    test::paged_cache(4, false).with(KvDtype::fp8)}),
+    ::testing::Values(
+        ExactnessCase{test::gpt2_spec(DType::kF32), test::contiguous_cache()},
+        ExactnessCase{test::gpt2_spec(DType::kF32), test::paged_cache(1)},
+        ExactnessCase{test::gpt2_spec(DType::kF32), test::paged_cache(3, false)},
+        ExactnessCase{test::gpt2_spec(DType::kF16), test::paged_cache(16)},
+        ExactnessCase{test::gpt2_spec(DType::kBF16), test::paged_cache(4)},
+        ExactnessCase{llama(kBin, 2), test::contiguous_cache()},
+        ExactnessCase{llama(kBin, 2), test::paged_cache(1)},
+        ExactnessCase{llama(kBin, 1, false), test::paged_cache(3)},
+        ExactnessCase{llama(kBin, 4), test::contiguous_cache()},
+        ExactnessCase{llama(kHf, 2), test::paged_cache(4, false)},
+        ExactnessCase{llama(kHf, 2, false, DType::kF32, 3), test::contiguous_cache()},
+        ExactnessCase{llama(kHf, 1, true, DType::kBF16), test::contiguous_cache()},
+        ExactnessCase{llama(kHf, 2, false, DType::kF16, 2), test::paged_cache(4)},
+        ExactnessCase{test::gpt2_spec(), test::contiguous_cache().with(KvDtype::f16)},
+        ExactnessCase{test::gpt2_spec(), test::paged_cache(3).with(KvDtype::bf16)},
+        ExactnessCase{test::gpt2_spec(), test::paged_cache(4).with(KvDtype::q8_0)},
+        ExactnessCase{test::gpt2_spec(), test::paged_cache(1).with(KvDtype::fp8)},
+        ExactnessCase{llama(kBin, 2), test::paged_cache(16).with(KvDtype::f16)},
+        ExactnessCase{llama(kBin, 2), test::contiguous_cache().with(KvDtype::bf16)},
+        ExactnessCase{llama(kBin, 2), test::paged_cache(3).with(KvDtype::q8_0)},
+        ExactnessCase{llama(kBin, 2), test::paged_cache(4, false).with(KvDtype::fp8)},
+        // Weights quantized at load, on 256-wide models: prefill rows take the
+        // block kernels' panel path, decode rows the fused one.
+        ExactnessCase{quantized(test::gpt2_spec(), DType::kQ4_0), test::paged_cache(3)},
+        ExactnessCase{quantized(test::gpt2_spec(), DType::kQ4_K), test::contiguous_cache()},
+        ExactnessCase{quantized(test::gpt2_spec(DType::kF16), DType::kQ6_K),
+                      test::paged_cache(4, false)},
+        ExactnessCase{quantized(llama(kBin, 2), DType::kQ8_0), test::paged_cache(1)},
+        ExactnessCase{quantized(llama(kHf, 1, false), DType::kQ4_K), test::paged_cache(4)},
+        ExactnessCase{quantized(llama(kBin, 2), DType::kQ6_K), test::contiguous_cache()},
+        ExactnessCase{quantized(llama(kHf, 2), DType::kQ4_0), test::contiguous_cache()}),
     ::testing::PrintToStringParamName());
 
 // Each KV dtype is really applied: the first step's logits (the prompt's own pass, like for

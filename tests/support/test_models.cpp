@@ -19,7 +19,13 @@ std::string ModelSpec::name() const {
   }
   std::string dtype_lower = dtype_name(dtype);
   for (char& ch : dtype_lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return out + "_" + dtype_lower;
+  out += "_" + dtype_lower;
+  if (quantize) {
+    std::string q = dtype_name(*quantize);
+    for (char& ch : q) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    out += "_as_" + q;
+  }
+  return out;
 }
 
 ModelSpec gpt2_spec(DType dtype) {
@@ -38,6 +44,14 @@ ModelSpec llama_spec(ModelFormat format, int n_kv_head, bool tied, DType dtype, 
   return s;
 }
 
+ModelSpec quantized(ModelSpec spec, DType type) {
+  spec.quantize = type;
+  return spec;
+}
+
+// Quantized specs: 256 wide (the K-quants' block), heads kept, head_dim grown to match.
+constexpr int kQuantizedWidth = 256;
+
 Result<std::unique_ptr<Model>> write_and_load(const ModelSpec& spec, const TempDir& dir,
                                               const LoadOptions& options) {
   std::string path = dir.path();
@@ -46,9 +60,18 @@ Result<std::unique_ptr<Model>> write_and_load(const ModelSpec& spec, const TempD
     o.seed = spec.seed;
     o.dtype = spec.dtype;
     o.separate_lm_head = !spec.tied;
-    KVLM_RETURN_IF_ERROR(write_random_gpt2(dir.path(), tiny_gpt2_config(), o));
+    ModelConfig c = tiny_gpt2_config();
+    if (spec.quantize) {
+      c.n_embd = c.n_ff = kQuantizedWidth;
+      c.head_dim = c.n_embd / c.n_head;
+    }
+    KVLM_RETURN_IF_ERROR(write_random_gpt2(dir.path(), c, o));
   } else {
     LlamaConfig lc = tiny_llama_config();
+    if (spec.quantize) {
+      lc.model.n_embd = lc.model.n_ff = kQuantizedWidth;
+      lc.model.head_dim = lc.model.n_embd / lc.model.n_head;
+    }
     if (spec.n_kv_head > 0) lc.model.n_kv_head = spec.n_kv_head;
     lc.model.tied_embeddings = spec.tied;
     const LlamaHostWeights w = random_llama_weights(lc, spec.seed);
@@ -63,7 +86,9 @@ Result<std::unique_ptr<Model>> write_and_load(const ModelSpec& spec, const TempD
       KVLM_RETURN_IF_ERROR(write_llama_hf(dir.path(), w, o));
     }
   }
-  return load_model(path, options);
+  LoadOptions load = options;
+  if (!load.convert_weights) load.convert_weights = spec.quantize;
+  return load_model(path, load);
 }
 
 }  // namespace kvlm::test

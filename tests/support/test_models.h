@@ -6,13 +6,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 
 #include "kvlm/status.h"
-#include "ops/dtype.h"
 #include "model/loader.h"
 #include "model/model.h"
+#include "ops/dtype.h"
 #include "support/test_support.h"
 
 namespace kvlm::test {
@@ -30,11 +31,15 @@ struct ModelSpec {
   bool tied = true;           // output head shares the token embedding
   int n_shards = 1;           // Hugging Face Llama: > 1 writes an index and shards
   uint64_t seed = 42;
+  // --weights at load: the matrices quantized to this type. The model is then 256 wide (n_embd
+  // and n_ff), so that every matrix holds whole blocks of every type, the K-quants' 256 too.
+  std::optional<DType> quantize;
 
   Architecture arch() const {
     return format == ModelFormat::kGpt2Folder ? Architecture::kGpt2 : Architecture::kLlama;
   }
-  // "gpt2_f32", "llama_gqa_bin_f32", "llama_mqa_untied_hf_bf16", "llama_gqa_hf3_f32" (3 shards).
+  // "gpt2_f32", "llama_gqa_bin_f32", "llama_mqa_untied_hf_bf16", "llama_gqa_hf3_f32" (3 shards),
+  // "gpt2_f32_as_q4_k" (quantized at load).
   std::string name() const;
 };
 inline void PrintTo(const ModelSpec& spec, std::ostream* os) {
@@ -45,9 +50,12 @@ inline void PrintTo(const ModelSpec& spec, std::ostream* os) {
 ModelSpec gpt2_spec(DType dtype = DType::kF32);
 ModelSpec llama_spec(ModelFormat format, int n_kv_head, bool tied = true, DType dtype = DType::kF32,
                      int n_shards = 1);
+// `spec` with its matrices quantized to `type` at load.
+ModelSpec quantized(ModelSpec spec, DType type);
 
 // Writes the spec's files into `dir` (GPT-2 with test::tiny_gpt2_config(), Llama with
-// tiny_llama_config()) and loads them.
+// tiny_llama_config(), both widened for `quantize`) and loads them (with spec.quantize as
+// options.convert_weights unless `options` sets one).
 Result<std::unique_ptr<Model>> write_and_load(const ModelSpec& spec, const TempDir& dir,
                                               const LoadOptions& options = {});
 
