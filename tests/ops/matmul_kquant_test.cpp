@@ -17,6 +17,7 @@
 #include "ops/for_each_target.h"
 #include "ops/matmul.h"
 #include "ops/quant.h"
+#include "support/random_values.h"
 
 namespace kvlm {
 namespace {
@@ -67,20 +68,13 @@ Quantized make_quantized(DType type, int n_in, int n_out, int offset, std::mt199
   return m;
 }
 
-std::vector<float> normal_floats(size_t n, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& f : v) f = normal(rng);
-  return v;
-}
-
 // Runs `path` on m and compares every output with the F32 kernel on m's dequantized values;
 // checks nothing is written outside out.
 void expect_f32_bits(const Quantized& m, int n_rows, int offset, KQuantPath path, int threads,
                      std::mt19937& rng) {
   const int n_in = m.view.n_in, n_out = m.view.n_out;
-  const std::vector<float> xbuf = normal_floats(n_rows * n_in + offset, rng);
-  const std::vector<float> bbuf = normal_floats(n_out + offset, rng);
+  const std::vector<float> xbuf = test::random_normals(n_rows * n_in + offset, rng);
+  const std::vector<float> bbuf = test::random_normals(n_out + offset, rng);
   const float* x = xbuf.data() + offset;
   const float* bias = (n_out + n_rows) % 2 ? bbuf.data() + offset : nullptr;
   std::vector<float> outbuf(n_rows * n_out + 2 * offset + 1, -1.0f), want(n_rows * n_out);
@@ -159,7 +153,7 @@ TEST(MatmulKQuantTest, SpecialScalesGiveTheDequantizedBits) {
       for (int o = 0; o < n_out; ++o)
         dequantize_row(m.values.data() + o * n_in, m.bytes.data() + o * row_bytes, type, n_in);
       for (int n_rows : {1, 12}) {
-        const std::vector<float> x = normal_floats(n_rows * n_in, rng);
+        const std::vector<float> x = test::random_normals(n_rows * n_in, rng);
         std::vector<float> out(n_rows * n_out), want(n_rows * n_out);
         matmul_forward(out.data(), x.data(), m.view, nullptr, n_rows, Parallel{1});
         matmul_forward(want.data(), x.data(), m.f32, nullptr, n_rows, Parallel{1});
