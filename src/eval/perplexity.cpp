@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "kv/contiguous_kv_cache.h"
@@ -27,24 +28,101 @@ RowStats row_stats(const float* logits, size_t V) {
   return {max + std::log(sum), best};
 }
 
-// Logit rows [length - first_target, V] of one window under one configuration: row i is the
-// distribution after the window's tokens [0, first_target + i), predicting offset first_target + i.
-Status window_logits(const EvalConfig& config, std::span<const int32_t> window, int first_target,
-                     std::vector<float>* logits, const Parallel& par) {
+// One configuration's pass over one window: its cache, and the logit rows of the window's
+// targets a step at a time. Row i of a step is the distribution after the window's tokens
+// [0, t_begin + i), predicting offset t_begin + i. Without a cache window a step is the whole
+// window (one forward pass); with one, the window streams through the contiguous cache's ring in
+// steps of W targets, so the cache holds 2W - 1 positions however long the text (by the
+// exactness contract the rows are the bits one pass would give).
+class WindowPass {
+ public:
+  WindowPass(const EvalConfig& config, const KvStorageOptions& storage,
+             std::span<const int32_t> window, int first_target)
+      : config_(config),
+        window_(window),
+        first_target_(first_target),
+        step_(storage.window.enabled() ? storage.window.window : static_cast<int>(window.size())),
+        cache_(config.model->config().n_layer, config.model->config().kv_dim(),
+               {static_cast<int>(window.size())}, storage,
+               storage.window.enabled() ? std::max(step_, first_target) : 0) {}
+
+  // Targets per step.
+  int step() const { return step_; }
+  size_t kv_bytes() const { return cache_.allocated_bytes(); }
+  // Logit rows [t_end - t_begin, V] of targets [t_begin, t_end), steps in order.
+  Status logits(int t_begin, int t_end, std::vector<float>* out, const Parallel& par) {
+    // Target first_target comes from the unscored prefix's last row; each later target t from
+    // the single-token chunk at position t - 1.
+    chunks_.clear();
+    for (int t = t_begin; t < t_end; ++t)
+      chunks_.push_back(t == first_target_ ? SequenceChunk{0, 0, window_.first(first_target_)}
+                                           : SequenceChunk{0, t - 1, window_.subspan(t - 1, 1)});
+    out->resize(chunks_.size() * static_cast<size_t>(config_.model->config().n_vocab));
+    return config_.model->forward(out->data(), chunks_, cache_, par);
+  }
+
+ private:
+  const EvalConfig& config_;
+  std::span<const int32_t> window_;
+  int first_target_;
+  int step_;
+  ContiguousKvCache cache_;
+  std::vector<SequenceChunk> chunks_;
+};
+
+// The scores of every target: negative log-likelihoods, and against a base configuration the
+// KL divergences and top-1 agreements.
+struct Tally {
+  double nll = 0, nll_base = 0;
+  int64_t tokens = 0, agree = 0;
+  std::vector<double> klds;
+
+  // One target's logit rows [V] (base: null without a comparison).
+  void add(const float* logits, const float* base, int32_t target, size_t V) {
+    const RowStats s = row_stats(logits, V);
+    nll += s.log_sum_exp - logits[target];
+    ++tokens;
+    if (base == nullptr) return;
+    const RowStats sb = row_stats(base, V);
+    nll_base += sb.log_sum_exp - base[target];
+    agree += s.argmax == sb.argmax;
+    double kld = 0;
+    for (size_t v = 0; v < V; ++v) {
+      const double lp_base = base[v] - sb.log_sum_exp;
+      const double lp = logits[v] - s.log_sum_exp;
+      kld += std::exp(lp_base) * (lp_base - lp);
+    }
+    klds.push_back(std::max(kld, 0.0));  // rounding can leave -1e-17 for equal rows
+  }
+
+  PerplexityResult result(bool compared) {
+    PerplexityResult r;
+    r.compared = compared;
+    r.tokens = tokens;
+    r.nll = nll / static_cast<double>(tokens);
+    r.ppl = std::exp(r.nll);
+    if (!compared) return r;
+    r.nll_base = nll_base / static_cast<double>(tokens);
+    r.ppl_base = std::exp(r.nll_base);
+    r.top1_agree = static_cast<double>(agree) / static_cast<double>(tokens);
+    double sum = 0;
+    for (double k : klds) sum += k;
+    r.kld_mean = sum / static_cast<double>(klds.size());
+    std::sort(klds.begin(), klds.end());
+    const size_t rank = static_cast<size_t>(std::ceil(0.99 * static_cast<double>(klds.size())));
+    r.kld_p99 = klds[std::max<size_t>(rank, 1) - 1];
+    return r;
+  }
+};
+
+// The storage a configuration's cache uses, checked against the model.
+Result<KvStorageOptions> pass_storage(const EvalConfig& config) {
   const ModelConfig& c = config.model->config();
   KvStorageOptions storage = config.kv;
   if (storage.dtype == KvDtype::fp8 && storage.fp8_k_scales.empty())
     storage.n_kv_head = c.n_kv_head;
   KVLM_RETURN_IF_ERROR(validate_kv_storage(storage, c.n_layer, c.kv_dim()));
-  const int length = static_cast<int>(window.size());
-  ContiguousKvCache cache(c.n_layer, c.kv_dim(), {length}, storage);
-  // One chunk for the unscored prefix (its last row predicts the first target), then one
-  // single-token chunk per later position: every row needed comes out of one forward pass.
-  std::vector<SequenceChunk> chunks;
-  chunks.push_back({0, 0, window.first(first_target)});
-  for (int p = first_target; p + 1 < length; ++p) chunks.push_back({0, p, window.subspan(p, 1)});
-  logits->resize(chunks.size() * static_cast<size_t>(c.n_vocab));
-  return config.model->forward(logits->data(), chunks, cache, par);
+  return storage;
 }
 
 }  // namespace
@@ -132,52 +210,38 @@ Result<PerplexityResult> perplexity(std::span<const int32_t> tokens, const EvalC
                         checked_windows(tokens, test, base, options));
   const bool streaming = test.kv.window.enabled();
   const size_t V = test.model->config().n_vocab;
-  PerplexityResult r;
-  r.compared = base != nullptr;
-  double nll = 0, nll_base = 0;
-  int64_t agree = 0;
-  std::vector<double> klds;
+  KVLM_ASSIGN_OR_RETURN(const KvStorageOptions storage, pass_storage(test));
+  KvStorageOptions storage_base;
+  if (base) {
+    KVLM_ASSIGN_OR_RETURN(storage_base, pass_storage(*base));
+  }
+  Tally tally;
   std::vector<float> logits, logits_base;
   std::vector<int32_t> window;
+  int windows_done = 0;
+  size_t kv_bytes_peak = 0;
   for (const EvalWindow& w : windows) {
     window.assign(tokens.begin() + w.first, tokens.begin() + w.first + w.length);
     if (options.stride == 0 && !streaming && options.bos >= 0) window[0] = options.bos;
-    KVLM_RETURN_IF_ERROR(window_logits(test, window, w.first_target, &logits, par));
-    if (base) KVLM_RETURN_IF_ERROR(window_logits(*base, window, w.first_target, &logits_base, par));
-    for (int t = w.first_target; t < w.length; ++t) {
-      const size_t row = static_cast<size_t>(t - w.first_target) * V;
-      const int32_t target = window[t];
-      const RowStats s = row_stats(logits.data() + row, V);
-      nll += s.log_sum_exp - logits[row + target];
-      ++r.tokens;
-      if (!base) continue;
-      const RowStats sb = row_stats(logits_base.data() + row, V);
-      nll_base += sb.log_sum_exp - logits_base[row + target];
-      agree += s.argmax == sb.argmax;
-      double kld = 0;
-      for (size_t v = 0; v < V; ++v) {
-        const double lp_base = logits_base[row + v] - sb.log_sum_exp;
-        const double lp = logits[row + v] - s.log_sum_exp;
-        kld += std::exp(lp_base) * (lp_base - lp);
+    WindowPass pass(test, storage, window, w.first_target);
+    std::optional<WindowPass> pass_base;
+    if (base) pass_base.emplace(*base, storage_base, window, w.first_target);
+    for (int t_begin = w.first_target; t_begin < w.length; t_begin += pass.step()) {
+      const int t_end = std::min(w.length, t_begin + pass.step());
+      KVLM_RETURN_IF_ERROR(pass.logits(t_begin, t_end, &logits, par));
+      if (base) KVLM_RETURN_IF_ERROR(pass_base->logits(t_begin, t_end, &logits_base, par));
+      for (int t = t_begin; t < t_end; ++t) {
+        const size_t row = static_cast<size_t>(t - t_begin) * V;
+        tally.add(logits.data() + row, base ? logits_base.data() + row : nullptr, window[t], V);
       }
-      klds.push_back(std::max(kld, 0.0));  // rounding can leave -1e-17 for equal rows
     }
-    ++r.windows;
-    if (options.progress) options.progress(r.windows, static_cast<int>(windows.size()));
+    kv_bytes_peak = std::max(kv_bytes_peak, pass.kv_bytes());
+    ++windows_done;
+    if (options.progress) options.progress(windows_done, static_cast<int>(windows.size()));
   }
-  r.nll = nll / static_cast<double>(r.tokens);
-  r.ppl = std::exp(r.nll);
-  if (base) {
-    r.nll_base = nll_base / static_cast<double>(r.tokens);
-    r.ppl_base = std::exp(r.nll_base);
-    r.top1_agree = static_cast<double>(agree) / static_cast<double>(r.tokens);
-    double sum = 0;
-    for (double k : klds) sum += k;
-    r.kld_mean = sum / static_cast<double>(klds.size());
-    std::sort(klds.begin(), klds.end());
-    const size_t rank = static_cast<size_t>(std::ceil(0.99 * static_cast<double>(klds.size())));
-    r.kld_p99 = klds[std::max<size_t>(rank, 1) - 1];
-  }
+  PerplexityResult r = tally.result(base != nullptr);
+  r.windows = windows_done;
+  r.kv_bytes_peak = kv_bytes_peak;
   return r;
 }
 

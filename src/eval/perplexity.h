@@ -25,7 +25,9 @@
 //
 // Each window runs through Model::forward as one chunk for its unscored prefix plus one chunk per
 // scored position on the same sequence, so a single forward pass yields every logit row needed;
-// by the exactness contract those rows are bitwise what a cached decode would give.
+// by the exactness contract those rows are bitwise what a cached decode would give. The windowed
+// stream goes in passes of W scored positions through a contiguous cache whose ring holds 2W - 1
+// positions (kv_bytes_peak), so its memory does not grow with the text.
 #pragma once
 
 #include <cstdint>
@@ -64,7 +66,8 @@ struct PerplexityResult {
   double ppl_base = 0;
   double kld_mean = 0;
   double kld_p99 = 0;
-  double top1_agree = 0;  // fraction in [0, 1]
+  double top1_agree = 0;     // fraction in [0, 1]
+  size_t kv_bytes_peak = 0;  // the largest cache one configuration's pass allocated
 };
 
 // The windows' layout for n_tokens: [first, first + length) per window and the first scored

@@ -94,8 +94,13 @@ Result<GenerateResult> generate(Model& model, const std::vector<std::vector<int3
       for (int s = 0; cache && s < n; ++s) cache->free_sequence(s);
     }
   } free_on_exit{paged, n_seq};
+  // With a window, cached: the prompts' prefill is the largest step, so each slab is a ring of
+  // W - 1 + the longest prompt (the uncached mode writes whole sequences: no ring).
+  int longest_prompt = 0;
+  for (const auto& p : prompts)
+    longest_prompt = std::max(longest_prompt, static_cast<int>(p.size()));
   ContiguousKvCache contiguous(c.n_layer, c.kv_dim(), paged ? std::vector<int>{} : capacities,
-                               storage);
+                               storage, options.use_cache ? longest_prompt : 0);
   KvCache& cache = paged ? static_cast<KvCache&>(*paged) : contiguous;
 
   std::vector<std::vector<int32_t>> sequences = prompts;  // prompt + generated so far

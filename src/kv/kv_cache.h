@@ -92,6 +92,13 @@ class KvCache {
   // Ok when positions [0, n_positions) of sequence `seq` are writable; an error naming the
   // sequence and both numbers otherwise.
   virtual Status check_reserved(int seq, int n_positions) const = 0;
+  // Ok when one forward pass may write positions [begin, end) of `seq` (its chunks together):
+  // they are reserved, and a cache that reuses storage (the contiguous cache's window ring)
+  // still holds every position those rows read once all of them are written.
+  virtual Status check_step(int seq, int begin, int end) const {
+    (void)begin;
+    return check_reserved(seq, end);
+  }
   // Stores fp32 rows k, v [kv_dim] as position `pos` of sequence `seq` in layer `layer`
   // (reserved before), converted to the cache's dtype.
   virtual void write_row(int seq, int layer, int pos, const float* k, const float* v) = 0;

@@ -1,5 +1,7 @@
 #include "model/decoder_model.h"
 
+#include <algorithm>
+
 #include "ops/matmul.h"
 
 namespace kvlm {
@@ -10,11 +12,26 @@ Status DecoderModel::forward(float* logits, std::span<const SequenceChunk> chunk
   const KvWindow window = cache.window();
   KVLM_RETURN_IF_ERROR(check_kv_window(window));
   KVLM_RETURN_IF_ERROR(validate_chunks(chunks, c, window.enabled()));
+  // The caller plans, we compute: each sequence's positions this pass writes (its chunks
+  // together, as perplexity sends one chunk per position) must be reserved and still readable
+  // once all are written.
   int n_rows = 0;
+  std::vector<SeqSpan>& spans = step_spans_;
+  spans.clear();
   for (const SequenceChunk& chunk : chunks) {
-    const int end = chunk.start_pos + static_cast<int>(chunk.tokens.size());
-    KVLM_RETURN_IF_ERROR(cache.check_reserved(chunk.seq, end));  // the caller plans, we compute
+    spans.push_back(
+        {chunk.seq, chunk.start_pos, chunk.start_pos + static_cast<int>(chunk.tokens.size())});
     n_rows += static_cast<int>(chunk.tokens.size());
+  }
+  std::sort(spans.begin(), spans.end(),
+            [](const SeqSpan& a, const SeqSpan& b) { return a.seq < b.seq; });
+  for (size_t i = 0; i < spans.size();) {
+    SeqSpan all = spans[i];
+    for (++i; i < spans.size() && spans[i].seq == all.seq; ++i) {
+      all.begin = std::min(all.begin, spans[i].begin);
+      all.end = std::max(all.end, spans[i].end);
+    }
+    KVLM_RETURN_IF_ERROR(cache.check_step(all.seq, all.begin, all.end));
   }
   prepare(n_rows, par);
   float* x = embed(chunks);

@@ -38,6 +38,10 @@ class DecoderModel : public Model {
 
  private:
   std::vector<float> last_;  // [n_chunks, C] final-normed last row of each chunk
+  struct SeqSpan {
+    int seq, begin, end;  // positions [begin, end) of seq written by one pass
+  };
+  std::vector<SeqSpan> step_spans_;  // [n_chunks] forward()'s check of what each sequence writes
 };
 
 }  // namespace kvlm

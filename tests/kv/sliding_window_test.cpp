@@ -10,8 +10,10 @@
 // - what is refused: GPT-2, W <= S, W smaller than a block, W beyond the context.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
+#include "eval/perplexity.h"
 #include "kv/contiguous_kv_cache.h"
 #include "kv/paged_kv_cache.h"
 #include "model/llama_random.h"
@@ -100,6 +102,57 @@ TEST(PagedWindowTest, EvictsWholeBlocksNoRowReadsAgain) {
   cache.free_sequence(0);
   EXPECT_EQ(cache.pool().n_used(), 0);
   EXPECT_TRUE(cache.check().is_ok());
+}
+
+// Contiguous cache, no model: with a window and steps of at most 3 positions, a sequence of 200
+// positions lives in a ring of W - 1 + 3 = 12 rows; every row's view reads back the rows
+// written at its positions, in steps of 1, 2 and 3; a larger step is refused, not overwritten.
+TEST(ContiguousWindowTest, RingOfTheWindowsSizeHoldsEveryRowsView) {
+  constexpr int kDim = 2;
+  KvStorageOptions storage;
+  storage.window = {10, 2};
+  ContiguousKvCache cache(1, kDim, {200}, storage, 3);
+  EXPECT_EQ(cache.slab_positions(0), 12);
+  EXPECT_EQ(cache.allocated_bytes(), 2u * 12 * kDim * sizeof(float));
+  const KvWindow w = cache.window();
+  for (int begin = 0, step = 1; begin < 200; begin += step, step = step % 3 + 1) {
+    const int end = std::min(200, begin + step);
+    ASSERT_TRUE(cache.check_step(0, begin, end).is_ok())
+        << cache.check_step(0, begin, end).message();
+    for (int pos = begin; pos < end; ++pos) {
+      const float k[kDim] = {static_cast<float>(pos), 0.5f},
+                  v[kDim] = {-static_cast<float>(pos), 1};
+      cache.write_row(0, 0, pos, k, v);
+    }
+    for (int pos = begin; pos < end; ++pos) {  // each row of the step, after all are written
+      std::vector<KvRun> runs;
+      const int recent = static_cast<int>(w.recent_begin(pos));
+      cache.range_runs(0, 0, 0, std::min(w.sinks, recent), &runs);
+      cache.range_runs(0, 0, recent, pos + 1, &runs);
+      std::vector<int> seen;
+      for (const KvRun& r : runs)
+        for (int i = 0; i < r.n_positions; ++i) {
+          const float* kv = reinterpret_cast<const float*>(r.k) + i * kDim;
+          ASSERT_EQ(reinterpret_cast<const float*>(r.v)[i * kDim], -kv[0]);
+          seen.push_back(static_cast<int>(kv[0]));
+        }
+      ASSERT_EQ(static_cast<int>(seen.size()), w.view_size(pos));
+      for (int j = 0; j < static_cast<int>(seen.size()); ++j)
+        ASSERT_EQ(seen[j],
+                  j < std::min(w.sinks, recent) ? j : recent + j - std::min(w.sinks, recent))
+            << "position " << pos << " slot " << j;
+    }
+  }
+  const Status big = cache.check_step(0, 100, 104);
+  ASSERT_FALSE(big.is_ok());
+  EXPECT_NE(big.message().find("window ring holds 10 recent positions; a step writing positions "
+                               "100..103 needs 11"),
+            std::string::npos)
+      << big.message();
+  // Without a window, or without a step bound, the slab is the capacity.
+  EXPECT_EQ(ContiguousKvCache(1, kDim, {200}, {}, 3).slab_positions(0), 200);
+  EXPECT_EQ(ContiguousKvCache(1, kDim, {200}, storage).slab_positions(0), 200);
+  EXPECT_EQ(ContiguousKvCache(1, kDim, {8}, storage, 3).slab_positions(0), 8);
 }
 
 std::unique_ptr<Model> write_llama(const test::TempDir& dir, int n_layer, int n_ctx) {
@@ -196,6 +249,86 @@ TEST(WindowModelTest, AWindowThatNeverFillsChangesNothingAndThreadsChangeNothing
   EXPECT_TRUE(same_bits(one[15], full[15]));
   for (size_t t = 0; t < longer.size(); ++t)
     ASSERT_TRUE(same_bits(one[t], three[t])) << "position " << t;
+}
+
+// The rows of every position in passes of `step` positions through a ring sized for them.
+std::vector<std::vector<float>> every_row_in_steps(Model& model, const std::vector<int32_t>& tokens,
+                                                   const KvStorageOptions& storage, int step,
+                                                   size_t* allocated) {
+  const int n = static_cast<int>(tokens.size());
+  ContiguousKvCache cache(model.config().n_layer, model.config().kv_dim(), {n}, storage, step);
+  *allocated = cache.allocated_bytes();
+  const size_t V = model.config().n_vocab;
+  std::vector<std::vector<float>> rows;
+  for (int begin = 0; begin < n; begin += step) {
+    std::vector<SequenceChunk> chunks;
+    for (int p = begin; p < std::min(n, begin + step); ++p)
+      chunks.push_back({0, p, std::span<const int32_t>(tokens).subspan(p, 1)});
+    std::vector<float> logits(chunks.size() * V);
+    const Status s = model.forward(logits.data(), chunks, cache, Parallel{2});
+    EXPECT_TRUE(s.is_ok()) << s.message();
+    for (size_t i = 0; i < chunks.size(); ++i)
+      rows.emplace_back(logits.begin() + i * V, logits.begin() + (i + 1) * V);
+  }
+  return rows;
+}
+
+// The contiguous cache's ring (2W - 1 positions for steps of W) gives every row the bits of a
+// slab holding all 150 positions, f32 and q8_0; a pass writing more than the ring allows is
+// refused by the forward pass, naming the numbers.
+TEST(WindowModelTest, ContiguousRingBoundsMemoryAndChangesNoBit) {
+  test::TempDir dir;
+  auto model = write_llama(dir, 2, 32);
+  ASSERT_TRUE(model);
+  const ModelConfig& c = model->config();
+  const std::vector<int32_t> tokens = some_tokens(150, c.n_vocab);
+  for (KvDtype dtype : {KvDtype::f32, KvDtype::q8_0}) {
+    KvStorageOptions storage;
+    storage.dtype = dtype;
+    storage.window = {16, 4};
+    const auto whole = every_row(*model, tokens, storage, 2);
+    size_t allocated = 0;
+    const auto ring = every_row_in_steps(*model, tokens, storage, 16, &allocated);
+    EXPECT_EQ(allocated, 2u * c.n_layer * 31 * kv_row_bytes(dtype, c.kv_dim()));
+    ASSERT_EQ(ring.size(), whole.size());
+    for (size_t t = 0; t < tokens.size(); ++t)
+      ASSERT_TRUE(same_bits(ring[t], whole[t])) << kv_dtype_name(dtype) << " position " << t;
+  }
+  KvStorageOptions storage;
+  storage.window = {16, 4};
+  ContiguousKvCache small(c.n_layer, c.kv_dim(), {150}, storage, 4);
+  const SequenceChunk chunk{0, 0, std::span<const int32_t>(tokens).first(40)};
+  std::vector<float> logits(c.n_vocab);
+  const Status s = model->forward(logits.data(), {&chunk, 1}, small, Parallel{1});
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("window ring holds 15 recent positions"), std::string::npos)
+      << s.message();
+}
+
+// kvlm perplexity's stream through the window: the same log-likelihood as the rows of one pass
+// over a slab holding everything, in a cache of 2W - 1 positions for a text of 150.
+TEST(WindowModelTest, PerplexityStreamsThroughABoundedCache) {
+  test::TempDir dir;
+  auto model = write_llama(dir, 2, 32);
+  ASSERT_TRUE(model);
+  const ModelConfig& c = model->config();
+  const std::vector<int32_t> tokens = some_tokens(150, c.n_vocab);
+  EvalConfig config{model.get(), {}};
+  config.kv.window = {16, 4};
+  auto r = perplexity(tokens, config, nullptr, PerplexityOptions{}, Parallel{2});
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  EXPECT_EQ(r->tokens, 149);
+  EXPECT_EQ(r->kv_bytes_peak, 2u * c.n_layer * 31 * c.kv_dim() * sizeof(float));
+  const auto rows = every_row(*model, tokens, config.kv, 1);
+  double nll = 0;
+  for (size_t t = 1; t < tokens.size(); ++t) {
+    const std::vector<float>& row = rows[t - 1];
+    const float max = *std::max_element(row.begin(), row.end());
+    double sum = 0;
+    for (float x : row) sum += std::exp(double{x} - max);
+    nll += max + std::log(sum) - row[tokens[t]];
+  }
+  EXPECT_NEAR(r->nll, nll / 149, 1e-12);
 }
 
 // The engine's llama (context 96) generating 150 tokens, beyond its context.
