@@ -40,8 +40,8 @@ struct WindowScratch {
   std::vector<float> row;  // [kv_dim] one stored key widened to fp32
 };
 
-// Widens values [c_begin, c_end) of a stored row to fp32 (each value the bits attention's reader
-// gives it, kv_decode_value's).
+// Widens values [c_begin, c_end) of a stored row to fp32 (kv_decode_value's bits: the windowed
+// view then runs the fp32 kernel, so a q8_0 value is scaled here, not per block).
 void widen_row(float* out, const std::byte* row, const KvRowFormat& format, const float* scales,
                int kv_dim, int head_dim, int c_begin, int c_end) {
   if (format.dtype == KvDtype::f32) {

@@ -32,7 +32,9 @@ namespace {
 
 // Readers: a head's slice of stored rows as fp32 vectors. Load(row, c) widens the kN values at
 // columns [c, c + kN) of a row, LoadN the first n < kN of them (other lanes zero). Every value
-// gets the bits kv_decode_value gives it: widening is exact, and a scale is one multiply.
+// gets the bits kv_decode_value gives it: widening is exact, and a scale is one multiply. (q8_0
+// slices a multiple of kN wide skip the per-value multiply: its block scale goes on the block's
+// partial dot product, or on the attention weight for V; see DotBlocks4 and WeightedValues.)
 // A reader bound to one row: Load(c) / LoadN(c, n) of that row. Readers whose values need no
 // per-row state use this; Q8Reader keeps the last block's scale in a register instead.
 template <class R>
@@ -52,6 +54,7 @@ struct F32Reader {
   }
   HWY_INLINE const std::byte* At(const std::byte* row, size_t c) const { return row + 4 * c; }
   static constexpr size_t kBytes = 4;
+  static constexpr bool kBlockScaled = false;
   HWY_INLINE PlainRow<F32Reader> Row(const std::byte* row) const { return {*this, row}; }
 };
 
@@ -65,6 +68,7 @@ struct Half16Reader {
   }
   HWY_INLINE const std::byte* At(const std::byte* row, size_t c) const { return row + 2 * c; }
   static constexpr size_t kBytes = 2;
+  static constexpr bool kBlockScaled = false;
   HWY_INLINE PlainRow<Half16Reader> Row(const std::byte* row) const { return {*this, row}; }
 };
 
@@ -102,8 +106,20 @@ struct Q8Reader {
       buffer[i] = kv_decode_value(row, n_values, c + i, KvDtype::q8_0, 0.0f);
     return hn::Load(DF(), buffer);
   }
+  // The kN int8 values at [c, c + kN) widened, unscaled (exact).
+  HWY_INLINE VF LoadRaw(const std::byte* row, size_t c) const {
+    const DF df;
+    const hn::Rebind<int32_t, DF> di;
+    const hn::Rebind<int8_t, DF> d8;
+    return hn::ConvertTo(
+        df, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(row) + c)));
+  }
   HWY_INLINE const std::byte* At(const std::byte* row, size_t c) const { return row + c; }
   static constexpr size_t kBytes = 1;
+  // With no vector straddling a block (a head's slice a multiple of kN wide), Dot4 and
+  // WeightedValues apply a block's scale once per block (DotBlocks4, WeightedValues)
+  // instead of once per value.
+  static constexpr bool kBlockScaled = true;
   // One row, its current block's scale kept in a register: a head's slice reads each scale once
   // per block instead of once per vector.
   struct RowReader {
@@ -152,8 +168,66 @@ struct Fp8Reader {
   }
   HWY_INLINE const std::byte* At(const std::byte* row, size_t c) const { return row + c; }
   static constexpr size_t kBytes = 1;
+  static constexpr bool kBlockScaled = false;
   HWY_INLINE PlainRow<Fp8Reader> Row(const std::byte* row) const { return {*this, row}; }
 };
+
+// The lane sums of four positions' chains a0..a3 into out[0..3] (Dot4's last step).
+HWY_INLINE void LaneSums4(float* HWY_RESTRICT out, VF a0, VF a1, VF a2, VF a3) {
+#if HWY_TARGET == HWY_SCALAR
+  // One lane: each chain is already its position's whole sum.
+  out[0] = hn::GetLane(a0);
+  out[1] = hn::GetLane(a1);
+  out[2] = hn::GetLane(a2);
+  out[3] = hn::GetLane(a3);
+#else
+  const DF df;
+  // Per block: [x0 + x2, y0 + y2, x1 + x3, y1 + y3] for positions x, y.
+  const VF p01 = hn::Add(hn::InterleaveLower(df, a0, a1), hn::InterleaveUpper(df, a0, a1));
+  const VF p23 = hn::Add(hn::InterleaveLower(df, a2, a3), hn::InterleaveUpper(df, a2, a3));
+  const hn::Repartition<uint64_t, DF> du64;
+  const auto b01 = hn::BitCast(du64, p01), b23 = hn::BitCast(du64, p23);
+  // Per block: the four positions' block sums.
+  const VF t = hn::Add(hn::BitCast(df, hn::InterleaveLower(du64, b01, b23)),
+                       hn::BitCast(df, hn::InterleaveUpper(du64, b01, b23)));
+  HWY_ALIGN float blocks[kN];
+  hn::Store(t, df, blocks);
+  const hn::Full128<float> d4;
+  auto sum = hn::Load(d4, blocks);
+  for (size_t b = 4; b < kN; b += 4) sum = hn::Add(sum, hn::Load(d4, blocks + b));
+  hn::StoreU(sum, d4, out);
+#endif
+}
+
+// Dot4 over q8_0 rows whose head slice [c0, c0 + D) has D a multiple of kN (so, 32 being a
+// multiple of kN, no vector straddles a block): per position, the slice's part of each q8_0
+// block, in order, is one fma chain over the raw int8 values starting at zero, and the running
+// sum takes it as a = fma(chain, block scale, a); then LaneSums4. Two vector operations per value
+// (widen, fma) where scaling each value costs three.
+template <class R>
+HWY_INLINE void DotBlocks4(float* HWY_RESTRICT out, const float* HWY_RESTRICT q,
+                           const std::byte* const* HWY_RESTRICT k, size_t c0, size_t D,
+                           const R& rd) {
+  const DF df;
+  VF a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t d = 0; d < D;) {
+    const size_t block = (c0 + d) / kQ8BlockSize;
+    const size_t end = std::min(D, (block + 1) * kQ8BlockSize - c0);
+    VF p0 = hn::Zero(df), p1 = p0, p2 = p0, p3 = p0;
+    for (; d < end; d += kN) {
+      const VF qv = hn::LoadU(df, q + d);
+      p0 = hn::MulAdd(qv, rd.LoadRaw(k[0], c0 + d), p0);
+      p1 = hn::MulAdd(qv, rd.LoadRaw(k[1], c0 + d), p1);
+      p2 = hn::MulAdd(qv, rd.LoadRaw(k[2], c0 + d), p2);
+      p3 = hn::MulAdd(qv, rd.LoadRaw(k[3], c0 + d), p3);
+    }
+    a0 = hn::MulAdd(p0, hn::Set(df, rd.Scale(k[0], block)), a0);
+    a1 = hn::MulAdd(p1, hn::Set(df, rd.Scale(k[1], block)), a1);
+    a2 = hn::MulAdd(p2, hn::Set(df, rd.Scale(k[2], block)), a2);
+    a3 = hn::MulAdd(p3, hn::Set(df, rd.Scale(k[3], block)), a3);
+  }
+  LaneSums4(out, a0, a1, a2, a3);
+}
 
 // q.k for four positions at once, q loaded once per vector for all four. Per position: one fma
 // chain over the elements in order (full vectors, then the zero-padded partial one); then a
@@ -183,30 +257,8 @@ HWY_INLINE void Dot4(float* HWY_RESTRICT out, const float* HWY_RESTRICT q,
     a2 = hn::MulAdd(qv, k2.LoadN(c0 + d, n), a2);
     a3 = hn::MulAdd(qv, k3.LoadN(c0 + d, n), a3);
   }
-#if HWY_TARGET == HWY_SCALAR
-  // One lane: each chain is already its position's whole sum.
-  out[0] = hn::GetLane(a0);
-  out[1] = hn::GetLane(a1);
-  out[2] = hn::GetLane(a2);
-  out[3] = hn::GetLane(a3);
+  LaneSums4(out, a0, a1, a2, a3);
 }
-#else
-  // Per block: [x0 + x2, y0 + y2, x1 + x3, y1 + y3] for positions x, y.
-  const VF p01 = hn::Add(hn::InterleaveLower(df, a0, a1), hn::InterleaveUpper(df, a0, a1));
-  const VF p23 = hn::Add(hn::InterleaveLower(df, a2, a3), hn::InterleaveUpper(df, a2, a3));
-  const hn::Repartition<uint64_t, DF> du64;
-  const auto b01 = hn::BitCast(du64, p01), b23 = hn::BitCast(du64, p23);
-  // Per block: the four positions' block sums.
-  const VF t = hn::Add(hn::BitCast(df, hn::InterleaveLower(du64, b01, b23)),
-                       hn::BitCast(df, hn::InterleaveUpper(du64, b01, b23)));
-  HWY_ALIGN float blocks[kN];
-  hn::Store(t, df, blocks);
-  const hn::Full128<float> d4;
-  auto sum = hn::Load(d4, blocks);
-  for (size_t b = 4; b < kN; b += 4) sum = hn::Add(sum, hn::Load(d4, blocks + b));
-  hn::StoreU(sum, d4, out);
-}
-#endif
 
 // A head's part of a K or V row is a few cache lines, and rows sit kv_dim values apart: a new
 // 4 KB page every position or two, where the hardware prefetchers stop. So each row is fetched
@@ -241,7 +293,9 @@ HWY_INLINE float ExpAndSum(float* HWY_RESTRICT s, size_t n, float max_score) {
 
 // o[0, n_cols) = sum over positions p in order of w[p] * v_p[column, column + n_cols), one fma
 // chain per element starting at zero, in NV registers (n_cols <= NV * kN; kPartial: the last
-// vector is n_cols % kN wide).
+// vector is n_cols % kN wide). q8_0 with no vector straddling a block (column a multiple of kN):
+// the chain's term is (w[p] * block scale, one fp32 rounding) times the raw int8 value, so a value
+// costs a widen and an fma instead of a widen, a multiply and an fma.
 template <int NV, bool kPartial, class R>
 HWY_INLINE void WeightedValues(float* HWY_RESTRICT o, const KvRun* runs, size_t n_runs,
                                size_t row_bytes, size_t column, const float* HWY_RESTRICT w,
@@ -256,6 +310,21 @@ HWY_INLINE void WeightedValues(float* HWY_RESTRICT o, const KvRun* runs, size_t 
     for (int j = 0; j < n; ++j, row += row_bytes, ++w) {
       if (j + kPrefetchAhead < n)
         PrefetchRow(rd.At(row + kPrefetchAhead * row_bytes, column), n_cols * R::kBytes);
+      if constexpr (R::kBlockScaled && !kPartial) {
+        if (column % kN == 0) {  // no vector straddles a block
+          size_t block = ~size_t{0};
+          VF ws = hn::Zero(df);
+          for (int v = 0; v < NV; ++v) {
+            const size_t c = column + v * kN;
+            if (c / kQ8BlockSize != block) {
+              block = c / kQ8BlockSize;
+              ws = hn::Set(df, *w * rd.Scale(row, block));
+            }
+            acc[v] = hn::MulAdd(ws, rd.LoadRaw(row, c), acc[v]);
+          }
+          continue;
+        }
+      }
       const VF vw = hn::Set(df, *w);
       auto values = rd.Row(row);
       for (int v = 0; v < NV; ++v) {
@@ -317,12 +386,21 @@ void AttendHead(float* HWY_RESTRICT oh, const float* HWY_RESTRICT qh, const KvRu
   // for a stable softmax.
   float max_score = -INFINITY;
   size_t p = 0;
+  const bool blocks = R::kBlockScaled && D % kN == 0;  // q8_0: scales applied per block
   const std::byte* k_rows[4];
   int n_group = 0;
   auto score_group = [&]() HWY_ATTR {
     for (int j = n_group; j < 4; ++j) k_rows[j] = k_rows[n_group - 1];  // padding, discarded
     float dots[4];
-    Dot4(dots, qh, k_rows, kv_offset, D, rk);
+    if constexpr (R::kBlockScaled) {
+      if (blocks) {
+        DotBlocks4(dots, qh, k_rows, kv_offset, D, rk);
+      } else {
+        Dot4(dots, qh, k_rows, kv_offset, D, rk);
+      }
+    } else {
+      Dot4(dots, qh, k_rows, kv_offset, D, rk);
+    }
     for (int j = 0; j < n_group; ++j, ++p) {
       scratch[p] = dots[j] * scale;
       max_score = std::max(max_score, scratch[p]);

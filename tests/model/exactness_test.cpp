@@ -192,7 +192,14 @@ INSTANTIATE_TEST_SUITE_P(
         ExactnessCase{quantized(llama(kBin, 2), DType::kQ8_0), test::paged_cache(1)},
         ExactnessCase{quantized(llama(kHf, 1, false), DType::kQ4_K), test::paged_cache(4)},
         ExactnessCase{quantized(llama(kBin, 2), DType::kQ6_K), test::contiguous_cache()},
-        ExactnessCase{quantized(llama(kHf, 2), DType::kQ4_0), test::contiguous_cache()}),
+        ExactnessCase{quantized(llama(kHf, 2), DType::kQ4_0), test::contiguous_cache()},
+        // Heads of 64 (the quantized specs' width): q8_0 attention applies its scales per
+        // block on every target (the tiny models' heads of 6 and 8 take the per-value path
+        // where vectors are 16 wide).
+        ExactnessCase{quantized(test::gpt2_spec(), DType::kQ8_0),
+                      test::paged_cache(3).with(KvDtype::q8_0)},
+        ExactnessCase{quantized(llama(kBin, 2), DType::kQ8_0),
+                      test::contiguous_cache().with(KvDtype::q8_0)}),
     ::testing::PrintToStringParamName());
 
 // Each KV dtype is really applied: the first step's logits (the prompt's own pass, like for
