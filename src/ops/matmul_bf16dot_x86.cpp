@@ -387,14 +387,20 @@ KVLM_BF16DOT_NOINLINE void OutInRowThread(float* out, const float* x, const uint
 // block's rows pass over them. Each output the same chain as OutInTile's.
 constexpr size_t kOutInBlockElems = 131072;  // x of a row block as bf16: 256 KB
 
+// ahead (or null): the next tile's weights, fetched chunk by chunk as this tile's are read, so
+// that a block's first row group streams the weights in order (batched decode reads them from
+// memory once, like OutInTileRow).
 template <int RO, int RR>
 KVLM_BF16DOT_INLINE void OutInTileBlock(float* out, size_t n_out, const uint16_t* xb, size_t xs,
                                         size_t n_in, const uint16_t* w, const float* bias,
-                                        size_t rows) {
+                                        size_t rows, const char* ahead) {
   __m512 acc[RR][RO];
   for (int r = 0; r < RR; ++r)
     for (int o = 0; o < RO; ++o) acc[r][o] = _mm512_setzero_ps();
   for (size_t c = 0; c < n_in; c += 2 * kLanes) {
+    if (ahead)
+      for (size_t line = 0; line < RO * 2 * kLanes * sizeof(uint16_t); line += 64)
+        _mm_prefetch(ahead + c * RO * sizeof(uint16_t) + line, _MM_HINT_T0);
     const __mmask32 mw = Mask32(std::min(2 * kLanes, n_in - c));
     __m512bh xv[RR];
     for (int r = 0; r < RR; ++r)  // pad rows: any row of the block
@@ -443,13 +449,15 @@ KVLM_BF16DOT_NOINLINE void OutInBlockThread(float* out, const float* x, const ui
       for (size_t g = 0; g < rows; g += RR) {
         const size_t gr = std::min<size_t>(RR, rows - g);
         float* o = out + (r0 + g) * n_out;
+        const char* ahead =
+            g == 0 && tile + 1 < t1 ? reinterpret_cast<const char*>(w + (o0 + RO) * n_in) : nullptr;
         if (o0 + RO <= n_out) {
           OutInTileBlock<RO, RR>(o + o0, n_out, xb + g * xs, xs, n_in, w + o0 * n_in,
-                                 bias ? bias + o0 : nullptr, gr);
+                                 bias ? bias + o0 : nullptr, gr, ahead);
         } else {
           for (size_t k = o0; k < n_out; ++k)
             OutInTileBlock<1, RR>(o + k, n_out, xb + g * xs, xs, n_in, w + k * n_in,
-                                  bias ? bias + k : nullptr, gr);
+                                  bias ? bias + k : nullptr, gr, nullptr);
         }
       }
     }

@@ -200,30 +200,36 @@ constexpr int kStreamMaxRows = 8;
 
 constexpr size_t kStreamBlockI = 256;  // x values packed per block: [kStreamBlockI][R]
 
+// Few rows: the R x kIU broadcasts of x live in registers. More rows: x is packed already
+// broadcast, one whole vector per value, and each fma takes its x vector straight from L1 as a
+// memory operand. (Broadcast at each use instead, compilers kept the values in xmm registers
+// and spent a shuffle on every broadcast: batch-8 decode ran at the shuffle port's rate, about
+// a quarter of the fma peak.)
+template <int R, int kIU>
+constexpr bool kStreamHoistX = R* kIU <= 8;
+
 // One step of the reduction over kIU consecutive weight rows for `nv` full vectors and, when
 // n_tail > 0, one partial vector after them. The kIU fmas into an accumulator run in i order.
-// x is packed [k][R]: rows of x sit a multiple of 4 KB apart for common widths and would
-// fight over the same L1 sets.
-template <int R, int kIU, typename WT>
+// x is packed [k][R] (kXStride 1) or [k][R][kN] broadcast (kXStride kN): rows of x sit a
+// multiple of 4 KB apart for common widths and would fight over the same L1 sets.
+template <int R, int kIU, size_t kXStride, typename WT>
 HWY_INLINE void InOutStreamStep(float* acc, size_t acc_stride, const float* x,
                                 const WT* HWY_RESTRICT wrow, size_t n_out, size_t nv,
                                 size_t n_tail) {
   const DF df;
-  // Few rows: the R x kIU broadcasts of x live in registers. More rows: x is broadcast from
-  // memory at each use (acc and x are not restrict, so the compiler keeps it there rather than
-  // hoisting more broadcasts than there are registers).
-  constexpr bool kHoist = R * kIU <= 8;
+  constexpr bool kHoist = kStreamHoistX<R, kIU>;
+  static_assert(kHoist || kXStride == kN, "unhoisted x must be packed broadcast");
   VF xb[kHoist ? R : 1][kIU];
   if constexpr (kHoist) {
     for (int r = 0; r < R; ++r)
-      for (int k = 0; k < kIU; ++k) xb[r][k] = hn::Set(df, x[k * R + r]);
+      for (int k = 0; k < kIU; ++k) xb[r][k] = hn::Set(df, x[(k * R + r) * kXStride]);
   }
   auto update = [&](size_t v, const VF(&wv)[kIU]) HWY_ATTR {
     for (int r = 0; r < R; ++r) {
       float* a = acc + r * acc_stride + v * kN;
       VF sum = hn::Load(df, a);
       for (int k = 0; k < kIU; ++k) {
-        const VF xv = kHoist ? xb[kHoist ? r : 0][k] : hn::Set(df, x[k * R + r]);
+        const VF xv = kHoist ? xb[kHoist ? r : 0][k] : hn::Load(df, x + (k * R + r) * kXStride);
         sum = hn::MulAdd(xv, wv[k], sum);
       }
       hn::Store(sum, df, a);
@@ -250,26 +256,37 @@ void InOutStreamRange(float* out, const float* x, const WT* w, const float* bias
                       size_t n_out, size_t c0, size_t c1) {
   // Four weight rows per pass: a quarter of the accumulator loads and stores.
   constexpr int kIU = 4;
+  // x packed broadcast takes kN floats a value: fewer values per block (16 KB at 8 rows).
+  constexpr size_t kXStride = kStreamHoistX<R, kIU> ? 1 : kN;  // kN == 1: the same
+  constexpr size_t kBlockI = kStreamHoistX<R, kIU> ? kStreamBlockI : 32;
   const DF df;
   HWY_ALIGN float acc[kStreamAccFloats];
-  float xp[kStreamBlockI * R];
+  HWY_ALIGN float xp[kBlockI * R * kXStride];
   const size_t chunk = std::max(kN, kStreamAccFloats / R / kN * kN);
   for (size_t cb = c0; cb < c1; cb += chunk) {
     const size_t nc = std::min(chunk, c1 - cb);
     const size_t nv = nc / kN, n_tail = nc % kN;
     const size_t stride = (nv + (n_tail ? 1 : 0)) * kN;
     for (size_t k = 0; k < R * stride; k += kN) hn::Store(hn::Zero(df), df, acc + k);
-    for (size_t i0 = 0; i0 < n_in; i0 += kStreamBlockI) {
-      const size_t ib = std::min(kStreamBlockI, n_in - i0);
-      for (size_t k = 0; k < ib; ++k)
-        for (int r = 0; r < R; ++r) xp[k * R + r] = x[r * n_in + i0 + k];
+    for (size_t i0 = 0; i0 < n_in; i0 += kBlockI) {
+      const size_t ib = std::min(kBlockI, n_in - i0);
+      for (size_t k = 0; k < ib; ++k) {
+        for (int r = 0; r < R; ++r) {
+          float* to = xp + (k * R + r) * kXStride;
+          if constexpr (kXStride == 1) {
+            *to = x[r * n_in + i0 + k];
+          } else {
+            hn::Store(hn::Set(df, x[r * n_in + i0 + k]), df, to);
+          }
+        }
+      }
       size_t k = 0;
       for (; k + kIU <= ib; k += kIU)
-        InOutStreamStep<R, kIU>(acc, stride, xp + k * R, w + (i0 + k) * n_out + cb, n_out, nv,
-                                n_tail);
+        InOutStreamStep<R, kIU, kXStride>(acc, stride, xp + k * R * kXStride,
+                                          w + (i0 + k) * n_out + cb, n_out, nv, n_tail);
       for (; k < ib; ++k)
-        InOutStreamStep<R, 1>(acc, stride, xp + k * R, w + (i0 + k) * n_out + cb, n_out, nv,
-                              n_tail);
+        InOutStreamStep<R, 1, kXStride>(acc, stride, xp + k * R * kXStride,
+                                        w + (i0 + k) * n_out + cb, n_out, nv, n_tail);
     }
     for (int r = 0; r < R; ++r) {
       for (size_t v = 0; v * kN < nc; ++v) {
