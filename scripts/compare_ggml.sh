@@ -119,7 +119,7 @@ for t in "${types[@]}"; do
     --max-new 8 --ignore-eos --threads "$threads" --json 2>/dev/null | python3 -c \
     'import json,sys; print(" ".join(str(i) for i in json.load(sys.stdin)["sequences"][0]["ids"]))')"
   echo "greedy check ($t): ggml${ggml_tokens} / kvlm ${kvlm_tokens}" >&2
-  [ "$(echo $ggml_tokens)" = "$kvlm_tokens" ] ||
+  [ "${ggml_tokens# }" = "$kvlm_tokens" ] ||
     echo "compare_ggml.sh: warning: the engines' greedy tokens differ ($t)" >&2
 done
 
@@ -144,18 +144,18 @@ for i in $(seq 1 "$rounds"); do
     rm -f "${base}"_*.log
     echo "round $i of $rounds, $t: ggml" >&2
     for n in 128 512; do
-      for r in 1 2; do
+      for _ in 1 2; do
         run_ggml "${base}_prefill$n.log" "$backend" -m "$m" -p "$(prompt $n)" -n 1 -b "$n" \
           -c 1024 --top_k 1 -t "$threads" --ignore-eos
       done
     done
     for ctx in 128 900; do
-      for r in 1 2 3; do
+      for _ in 1 2 3; do
         run_ggml "${base}_decode$ctx.log" "$batched" -m "$m" -p "$(prompt $ctx)" -n 17 -np 1 \
           -c 1024 --top_k 1 -t "$threads" --ignore-eos
       done
     done
-    for r in 1 2 3; do
+    for _ in 1 2 3; do
       run_ggml "${base}_batch8.log" "$batched" -m "$m" -p "$(prompt 128)" -n 17 -np 8 \
         -c 1024 --top_k 1 -t "$threads" --ignore-eos
     done
