@@ -4,7 +4,7 @@
 # examples/gpt-2 programs and `kvlm bench`, then one table of medians, ranges and per-round
 # ratios (scripts/compare_ggml_table.py; docs/performance.md, "Side by side with ggml").
 #
-#   scripts/compare_ggml.sh --ggml-build DIR [--model DIR] [--weights f32,f16,q8_0]
+#   scripts/compare_ggml.sh --ggml-build DIR [--model DIR] [--weights f32,f16,bf16,q8_0]
 #                           [--rounds N] [--threads N] [--kvlm PATH] [--helper PATH] [--out DIR]
 #                           [--omp-as-is]
 #
@@ -12,8 +12,9 @@
 #                 gpt-2-quantize in DIR/bin or DIR): cmake -B build -DGGML_NATIVE=ON
 #                 -DGGML_BUILD_EXAMPLES=ON in a ggml checkout; kvlm does not download ggml
 #   --model       a GPT-2 Hugging Face folder (default: kvlm bench's random 124M-shaped model,
-#                 written with kvlm_compare_helper)
-#   --weights     the weight types to compare, comma-separated (default f32): f32, f16, q8_0
+#                 written with kvlm_compare_helper, in F32 and, for bf16, in BF16)
+#   --weights     the weight types to compare, comma-separated (default f32): f32, f16, bf16
+#                 (a BF16 --model, converted as stored), q8_0
 #   --rounds      interleaved rounds (default 3)
 #   --threads     threads for both (default: all cores)
 #   --kvlm        the kvlm program (default: build/kvlm)
@@ -32,7 +33,7 @@
 # each). Greedy tokens of both engines are checked equal on a 10-token prompt first.
 set -euo pipefail
 
-usage() { sed -n '7,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 1; }
+usage() { sed -n '7,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 1; }
 die() { echo "compare_ggml.sh: $*" >&2; exit 1; }
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -57,9 +58,12 @@ done
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || die "--rounds: expected a positive integer, found '$rounds'"
 [[ "$threads" =~ ^[1-9][0-9]*$ ]] || die "--threads: expected a positive integer, found '$threads'"
 IFS=, read -r -a types <<< "$weights"
-[ ${#types[@]} -gt 0 ] || die "--weights: expected f32, f16 or q8_0 (comma-separated)"
+[ ${#types[@]} -gt 0 ] || die "--weights: expected f32, f16, bf16 or q8_0 (comma-separated)"
 for t in "${types[@]}"; do
-  case "$t" in f32|f16|q8_0) ;; *) die "--weights: expected f32, f16 or q8_0, found '$t'" ;; esac
+  case "$t" in
+    f32|f16|bf16|q8_0) ;;
+    *) die "--weights: expected f32, f16, bf16 or q8_0, found '$t'" ;;
+  esac
 done
 find_tool() {
   for candidate in "$ggml_build/bin/$1" "$ggml_build/$1"; do
@@ -87,10 +91,19 @@ if [ -z "$out" ]; then
 else
   mkdir -p "$out"
 fi
+# bf16 runs a BF16 folder in both engines (the converter copies BF16 bit for bit; it does not
+# round F32 to BF16): --model, or the random model written in BF16 (the same draws rounded).
+bf16_model="$model"
 if [ -z "$model" ]; then
   model="$out/kvlm-gpt2"
   "$helper" write-model --out "$model" || die "kvlm_compare_helper write-model failed"
+  bf16_model="$out/kvlm-gpt2-bf16"
+  if [[ ",$weights," == *,bf16,* ]]; then
+    "$helper" write-model --out "$bf16_model" --dtype bf16 ||
+      die "kvlm_compare_helper write-model --dtype bf16 failed"
+  fi
 fi
+model_for() { if [ "$1" = bf16 ]; then echo "$bf16_model"; else echo "$model"; fi; }
 n_vocab="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["vocab_size"])' \
   "$model/config.json")" || die "--model: cannot read vocab_size from '$model/config.json'"
 
@@ -99,6 +112,8 @@ for t in "${types[@]}"; do
   case "$t" in
     f32|f16) python3 "$here/gpt2_to_ggml.py" "$model" "$out/gpt2-$t.bin" --type "$t" ||
                die "converting '$model' to ggml ($t) failed" ;;
+    bf16) python3 "$here/gpt2_to_ggml.py" "$bf16_model" "$out/gpt2-bf16.bin" ||
+            die "converting '$bf16_model' to ggml (as stored, for bf16) failed" ;;
     q8_0) [ -f "$out/gpt2-f32.bin" ] || python3 "$here/gpt2_to_ggml.py" "$model" \
             "$out/gpt2-f32.bin" --type f32 || die "converting '$model' to ggml (f32) failed"
           "$quantize" "$out/gpt2-f32.bin" "$out/gpt2-q8_0.bin" q8_0 > "$out/quantize.log" 2>&1 ||
@@ -115,7 +130,7 @@ prompt() { echo " $(ids "$1" ' ')"; }
 for t in "${types[@]}"; do
   ggml_tokens="$("$batched" -m "$out/gpt2-$t.bin" -p "$(prompt 10)" -n 9 --top_k 1 -t "$threads" \
     -c 1024 -np 1 --ignore-eos 2>/dev/null | awk '/first 8 tokens/ { getline; getline; print; exit }')"
-  kvlm_tokens="$("$kvlm" generate --model "$model" --weights "$t" --ids "$(ids 10 ,)" \
+  kvlm_tokens="$("$kvlm" generate --model "$(model_for "$t")" --weights "$t" --ids "$(ids 10 ,)" \
     --max-new 8 --ignore-eos --threads "$threads" --json 2>/dev/null | python3 -c \
     'import json,sys; print(" ".join(str(i) for i in json.load(sys.stdin)["sequences"][0]["ids"]))')"
   echo "greedy check ($t): ggml${ggml_tokens} / kvlm ${kvlm_tokens}" >&2
@@ -160,7 +175,7 @@ for i in $(seq 1 "$rounds"); do
         -c 1024 --top_k 1 -t "$threads" --ignore-eos
     done
     echo "round $i of $rounds, $t: kvlm bench" >&2
-    "$kvlm" bench --json --threads "$threads" --model "$model" --weights "$t" \
+    "$kvlm" bench --json --threads "$threads" --model "$(model_for "$t")" --weights "$t" \
       > "$out/kvlm_${t}_$i.json" || die "kvlm bench failed (round $i, $t)"
   done
 done

@@ -237,7 +237,7 @@ TEST(CompareGgmlTest, BadArgumentsAreRefusedWithTheFlagNamed) {
   EXPECT_TRUE(has(r.err, "--ggml-build: no gpt-2-backend in")) << r.err;
   r = test::run_program("bash", script + build + " --weights q4_0");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(has(r.err, "--weights: expected f32, f16 or q8_0, found 'q4_0'")) << r.err;
+  EXPECT_TRUE(has(r.err, "--weights: expected f32, f16, bf16 or q8_0, found 'q4_0'")) << r.err;
   r = test::run_program("bash", script + build + " --rounds x");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(has(r.err, "--rounds: expected a positive integer, found 'x'")) << r.err;
