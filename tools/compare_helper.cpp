@@ -82,6 +82,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1024));
   bw->add_option("--seconds", f.seconds, "Sustained window (default 0.3)")
       ->check(CLI::Range(0.01, 10.0));
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 1;  // bad input exits with 1, as kvlm does (not CLI11's codes)
+  }
   return write->parsed() ? kvlm::write_model(f) : kvlm::bandwidth(f);
 }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -241,6 +242,33 @@ TEST(CompareGgmlTest, BadArgumentsAreRefusedWithTheFlagNamed) {
   r = test::run_program("bash", script + build + " --rounds x");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(has(r.err, "--rounds: expected a positive integer, found 'x'")) << r.err;
+}
+
+// kvlm_compare_helper: the bandwidth reading the script puts beside each ggml run, and the
+// errors of write-model (writing the 124M-shaped model itself takes seconds: the script's
+// run exercises it).
+TEST(CompareGgmlTest, HelperReadsTheBandwidthAndNamesBadFlags) {
+  CommandResult r = test::run_program(KVLM_COMPARE_HELPER, "bandwidth --threads 1 --seconds 0.01");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  double sustained = 0, peak = 0;
+  int threads = 0;
+  ASSERT_EQ(
+      std::sscanf(r.out.c_str(), "{\"bandwidth_gbs\": %lf, \"peak_gbs\": %lf, \"threads\": %d}",
+                  &sustained, &peak, &threads),
+      3)
+      << r.out;
+  EXPECT_GT(sustained, 0.0);
+  EXPECT_GT(peak, 0.0);
+  EXPECT_EQ(threads, 1);
+  TempDir dir;
+  test::write_text(dir.file("file"), "not a folder");
+  r = test::run_program(KVLM_COMPARE_HELPER,
+                        "write-model --out " + test::shell_quote(dir.file("file") + "/model"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(has(r.err, "kvlm_compare_helper: --out: cannot create")) << r.err;
+  r = test::run_program(KVLM_COMPARE_HELPER, "write-model --out x --dtype q8_0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(has(r.err, "--dtype")) << r.err;
 }
 
 }  // namespace
