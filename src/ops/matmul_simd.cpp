@@ -200,13 +200,16 @@ constexpr int kStreamMaxRows = 8;
 
 constexpr size_t kStreamBlockI = 256;  // x values packed per block: [kStreamBlockI][R]
 
-// Few rows: the R x kIU broadcasts of x live in registers. More rows: x is packed already
-// broadcast, one whole vector per value, and each fma takes its x vector straight from L1 as a
-// memory operand. (Broadcast at each use instead, compilers kept the values in xmm registers
-// and spent a shuffle on every broadcast: batch-8 decode ran at the shuffle port's rate, about
-// a quarter of the fma peak.)
+// Few rows: the R x kIU broadcasts of x live in registers. More rows of 16-bit weights: x is
+// packed already broadcast, one whole vector per value, and each fma takes its x vector from
+// L1. (Broadcast at each use instead, compilers kept the values in xmm registers and spent a
+// shuffle on every broadcast: F16 batch-8 decode went 25.4 -> 22.6 ms a step on one thread
+// with the packing.) fp32 weights keep the broadcast at each use: their loads already fill the
+// load ports, and the packing made F32 batch 8 5% slower (29.9 -> 31.5 ms).
 template <int R, int kIU>
 constexpr bool kStreamHoistX = R* kIU <= 8;
+template <int R, int kIU, typename WT>
+constexpr size_t kStreamXStride = kStreamHoistX<R, kIU> || sizeof(WT) == 4 ? 1 : kN;
 
 // One step of the reduction over kIU consecutive weight rows for `nv` full vectors and, when
 // n_tail > 0, one partial vector after them. The kIU fmas into an accumulator run in i order.
@@ -218,7 +221,6 @@ HWY_INLINE void InOutStreamStep(float* acc, size_t acc_stride, const float* x,
                                 size_t n_tail) {
   const DF df;
   constexpr bool kHoist = kStreamHoistX<R, kIU>;
-  static_assert(kHoist || kXStride == kN, "unhoisted x must be packed broadcast");
   VF xb[kHoist ? R : 1][kIU];
   if constexpr (kHoist) {
     for (int r = 0; r < R; ++r)
@@ -229,7 +231,9 @@ HWY_INLINE void InOutStreamStep(float* acc, size_t acc_stride, const float* x,
       float* a = acc + r * acc_stride + v * kN;
       VF sum = hn::Load(df, a);
       for (int k = 0; k < kIU; ++k) {
-        const VF xv = kHoist ? xb[kHoist ? r : 0][k] : hn::Load(df, x + (k * R + r) * kXStride);
+        const VF xv = kHoist          ? xb[kHoist ? r : 0][k]
+                      : kXStride == 1 ? hn::Set(df, x[k * R + r])
+                                      : hn::Load(df, x + (k * R + r) * kXStride);
         sum = hn::MulAdd(xv, wv[k], sum);
       }
       hn::Store(sum, df, a);
@@ -257,8 +261,8 @@ void InOutStreamRange(float* out, const float* x, const WT* w, const float* bias
   // Four weight rows per pass: a quarter of the accumulator loads and stores.
   constexpr int kIU = 4;
   // x packed broadcast takes kN floats a value: fewer values per block (16 KB at 8 rows).
-  constexpr size_t kXStride = kStreamHoistX<R, kIU> ? 1 : kN;  // kN == 1: the same
-  constexpr size_t kBlockI = kStreamHoistX<R, kIU> ? kStreamBlockI : 32;
+  constexpr size_t kXStride = kStreamXStride<R, kIU, WT>;
+  constexpr size_t kBlockI = kXStride == 1 ? kStreamBlockI : 32;
   const DF df;
   HWY_ALIGN float acc[kStreamAccFloats];
   HWY_ALIGN float xp[kBlockI * R * kXStride];

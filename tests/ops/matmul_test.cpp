@@ -151,9 +151,9 @@ TEST(MatmulTest, EveryTargetKeepsTheStatedOrderAndMatchesTheReference) {
 }
 
 // The row stream at every row count it has a kernel for (1..8, then 8 + 1): with 3 or more rows
-// x is packed as whole broadcast vectors in blocks of 32 values, so reductions of 31..65 steps
-// cross those blocks; every output keeps the stated order, bit for bit, on every target, with
-// x, W, bias and out misaligned.
+// of 16-bit weights x is packed as broadcast vectors in blocks of 32 values, so reductions
+// of 31..65 steps cross those blocks; every output keeps the stated order, bit for bit, on every
+// target, with x, W, bias and out misaligned.
 TEST(MatmulTest, RowStreamEveryRowCountKeepsTheOrder) {
   std::mt19937 rng(23);
   for_each_target([&](const SimdTarget& target) {
