@@ -13,7 +13,8 @@ namespace kvlm {
 // `m` stored as `to`, in owned memory, always in WeightLayout::kOutIn ([n_out, n_in] rows, the
 // only layout block-quantized types have): a kInOut matrix is transposed. Each output row is
 // widened to fp32 (dequantized) and then rounded or quantized to `to` (quant.h's reference
-// quantizers). `name` appears in errors (n_in not a whole number of blocks).
+// quantizers), the rows split over every core (omp_get_max_threads(): the same bytes at any
+// count). `name` appears in errors (n_in not a whole number of blocks).
 Result<WeightMatrix> convert_weight_matrix(const WeightMatrix& m, DType to, OwnedTensors* owned,
                                            const std::string& name);
 

@@ -3,6 +3,7 @@
 // a paged cache, at 1 or 3 threads; and a GGUF written by write_gguf in Q8_0 / Q4_0 loads to the
 // very same bits as quantizing the safetensors model at load (same quantizer, same kernels).
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "generate/generate.h"
 #include "model/gguf.h"
 #include "model/gguf_export.h"
+#include "model/llama.h"
 #include "model/llama_random.h"
 #include "model/loader.h"
 #include "model/quantize_weights.h"
@@ -205,6 +207,43 @@ TEST(QuantizedMix, MatrixBytesDoNotDependOnThreads) {
     std::vector<uint8_t> row(dtype_bytes(type, n_in));
     ASSERT_TRUE(quantize_row(row.data(), w.data() + 5 * n_in, type, n_in));
     EXPECT_TRUE(std::equal(row.begin(), row.end(), one->begin() + 5 * row.size()));
+  }
+}
+
+// Quantizing at load splits each matrix's rows over every core: a model loaded at 1 and at 3
+// OpenMP threads holds the same bytes in every matrix, for every block type.
+TEST(QuantizedLlamaLoad, MatrixBytesDoNotDependOnTheThreadsLoadingThem) {
+  test::TempDir dir;
+  ASSERT_TRUE(
+      write_llama_hf(dir.path(), random_llama_weights(block_llama_config(DType::kQ4_K), 5), {})
+          .is_ok());
+  const int saved = omp_get_max_threads();
+  for (DType type : {DType::kQ4_K, DType::kQ6_K, DType::kQ4_0, DType::kQ8_0}) {
+    omp_set_num_threads(1);
+    auto one = load(dir.path(), type);
+    omp_set_num_threads(3);
+    auto three = load(dir.path(), type);
+    omp_set_num_threads(saved);
+    ASSERT_TRUE(one && three);
+    const LlamaWeights& a = dynamic_cast<const LlamaModel&>(*one).weights();
+    const LlamaWeights& b = dynamic_cast<const LlamaModel&>(*three).weights();
+    auto same = [&](const WeightMatrix& x, const WeightMatrix& y, const std::string& what) {
+      EXPECT_EQ(x.dtype, type) << what;
+      ASSERT_EQ(x.n_bytes(), y.n_bytes()) << what;
+      EXPECT_EQ(0, std::memcmp(x.data, y.data, x.n_bytes())) << dtype_name(type) << " " << what;
+    };
+    same(a.embed, b.embed, "embedding");
+    for (size_t l = 0; l < a.layers.size(); ++l) {
+      const LlamaLayer &x = a.layers[l], &y = b.layers[l];
+      const std::string at = "layer " + std::to_string(l) + " ";
+      same(x.wq, y.wq, at + "wq");
+      same(x.wk, y.wk, at + "wk");
+      same(x.wv, y.wv, at + "wv");
+      same(x.wo, y.wo, at + "wo");
+      same(x.w1, y.w1, at + "w1");
+      same(x.w2, y.w2, at + "w2");
+      same(x.w3, y.w3, at + "w3");
+    }
   }
 }
 
