@@ -52,6 +52,8 @@ std::optional<DType> dtype_of_ggml(uint32_t t) {
       return DType::kF16;
     case 2:
       return DType::kQ4_0;
+    case 6:
+      return DType::kQ5_0;
     case 8:
       return DType::kQ8_0;
     case 12:
@@ -94,6 +96,8 @@ uint32_t ggml_type_of(DType type) {
       return 1;
     case DType::kQ4_0:
       return 2;
+    case DType::kQ5_0:
+      return 6;
     case DType::kQ8_0:
       return 8;
     case DType::kQ4_K:
@@ -259,8 +263,9 @@ Status GgufParser::read_tensor_info(uint64_t index, GgufTensor* t) {
   KVLM_RETURN_IF_ERROR(read(&t->offset, what + ": offset"));
   const auto dtype = dtype_of_ggml(t->ggml_type);
   if (!dtype)
-    return Status::error(where + ": type " + ggml_type_label(t->ggml_type) +
-                         " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+    return Status::error(
+        where + ": type " + ggml_type_label(t->ggml_type) +
+        " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K)");
   t->dtype = *dtype;
   const uint64_t block = dtype_block_elements(t->dtype);
   if (t->ne[0] % block != 0)

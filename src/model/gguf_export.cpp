@@ -27,8 +27,8 @@ class Exporter {
   Exporter(GgufWriter* w, const GgufTypes& types, const ModelConfig& c, int n_threads)
       : w_(w), types_(types), n_layer_(c.n_layer), tied_(c.tied_embeddings), threads_(n_threads) {}
 
-  // Quantized types need whole blocks per row; other matrices keep their (plain) type, as
-  // loading with --weights does (convert_matrix_on_load), so both give the same bits.
+  // Quantized types need whole blocks per row; other matrices take llama.cpp's fallback type
+  // (stored_weight_type), as loading with --weights does, so both give the same bits.
   Status matrix(const std::string& name, const WeightMatrix& m) {
     const DType type =
         gguf_stored_type(types_, gguf_matrix_type(types_, name, n_layer_, tied_), m.n_in, m.dtype);
@@ -215,13 +215,8 @@ DType gguf_matrix_type(const GgufTypes& types, const std::string& name, int n_la
   return DType::kQ4_K;
 }
 
-DType gguf_stored_type(const GgufTypes& types, DType preferred, int64_t n_in, DType source) {
-  const auto fits = [n_in](DType t) {
-    return n_in % static_cast<int64_t>(dtype_block_elements(t)) == 0;
-  };
-  if (fits(preferred)) return preferred;
-  if (types.q4_k_mix && preferred == DType::kQ6_K && fits(DType::kQ8_0)) return DType::kQ8_0;
-  return source;
+DType gguf_stored_type(const GgufTypes&, DType preferred, int64_t n_in, DType source) {
+  return stored_weight_type(preferred, n_in, source);
 }
 
 Status write_gguf(const Model& model, const Tokenizer* tokenizer, const GgufTypes& types,

@@ -25,7 +25,7 @@ struct GgufTypes {
   bool q4_k_mix = false;
 };
 
-// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k" or "q4_k_mix".
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q5_0", "q4_k", "q6_k" or "q4_k_mix".
 std::optional<GgufTypes> parse_gguf_types(std::string_view name);
 
 // The type the tensor `name` ("blk.3.ffn_down.weight", "output.weight") is stored in, in a
@@ -33,10 +33,10 @@ std::optional<GgufTypes> parse_gguf_types(std::string_view name);
 DType gguf_matrix_type(const GgufTypes& types, const std::string& name, int n_layer,
                        bool tied_head);
 
-// What a matrix of input width n_in, chosen to be `preferred`, is stored as: `preferred` when
-// its rows are whole blocks; otherwise, in the mix, a Q6_K pick falls back to Q8_0 as
-// llama.cpp's does (if rows are whole Q8_0 blocks); every other misfit keeps `source`, its
-// plain type, as `--weights` does (llama.cpp would use Q5_0 for a Q4_K misfit).
+// What a matrix of input width n_in, chosen to be `preferred`, is stored as:
+// stored_weight_type (model/quantize_weights.h), the rule `--weights` follows too: `preferred`
+// when its rows are whole blocks, else llama.cpp's fallback (Q4_K -> Q5_0, Q6_K -> Q8_0, then
+// F16), else `source`.
 DType gguf_stored_type(const GgufTypes& types, DType preferred, int64_t n_in, DType source);
 
 // `tokenizer` may be null (then the file has no tokenizer.ggml.* keys). Supported tokenizers:

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/attend_rows.h"
+#include "model/quantize_weights.h"
 #include "ops/activation.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
@@ -37,6 +38,15 @@ size_t Gpt2Model::weight_bytes() const {
     bytes += sizeof(float) * (4 * C + 3 * C + C + config_.n_ff + C);  // norms and biases
   }
   return bytes;
+}
+
+std::string Gpt2Model::weight_types() const {
+  std::vector<const WeightMatrix*> all = {&weights_.wte};
+  if (!config_.tied_embeddings) all.push_back(&weights_.lm_head);
+  for (const Gpt2Layer& L : weights_.layers)
+    for (const WeightMatrix* m : {&L.c_attn, &L.attn_c_proj, &L.c_fc, &L.mlp_c_proj})
+      all.push_back(m);
+  return count_weight_types(all);
 }
 
 // Causal self-attention for every new row: write its K and V into the cache (stored as the

@@ -67,6 +67,7 @@ class Gpt2Model final : public DecoderModel {
   const ModelConfig& config() const override { return config_; }
   size_t weight_bytes() const override;
   std::string weight_dtype() const override { return dtype_name(weights_.wte.dtype); }
+  std::string weight_types() const override;
 
  protected:
   void prepare(size_t n_rows, const Parallel& par) override;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "model/attend_rows.h"
+#include "model/quantize_weights.h"
 #include "ops/matmul.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
@@ -72,6 +73,15 @@ size_t LlamaModel::weight_bytes() const {
     if (config_.mlp_bias) bytes += sizeof(float) * (2 * c.n_ff + c.n_embd);
   }
   return bytes + sizeof(float) * c.n_embd;  // final norm
+}
+
+std::string LlamaModel::weight_types() const {
+  std::vector<const WeightMatrix*> all = {&weights_.embed};
+  if (!config_.model.tied_embeddings) all.push_back(&weights_.lm_head);
+  for (const LlamaLayer& L : weights_.layers)
+    for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w1, &L.w3, &L.w2})
+      all.push_back(m);
+  return count_weight_types(all);
 }
 
 Status LlamaModel::check_kv_window(const KvWindow& window) const {

@@ -80,6 +80,7 @@ class LlamaModel final : public DecoderModel {
   const std::string& source() const { return source_; }
   size_t weight_bytes() const override;
   std::string weight_dtype() const override { return dtype_name(weights_.embed.dtype); }
+  std::string weight_types() const override;
   // A window must fit the context (its positions are 0 .. W-1) and, for a model with its own
   // sliding window (Mistral), within that.
   Status check_kv_window(const KvWindow& window) const override;

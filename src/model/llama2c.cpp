@@ -48,7 +48,7 @@ Llama2cLayout layout_of(const Llama2cHeader& h) {
 // Copies or converts a matrix into owned memory of dtype `to` (for --weights).
 WeightMatrix convert(const WeightMatrix& m, DType to, OwnedTensors* owned) {
   if (m.dtype == to) return m;
-  if (dtype_is_quantized(to)) {  // cannot fail: widths that are not whole blocks stay F32
+  if (dtype_is_quantized(to)) {  // cannot fail: widths that are not whole blocks fall back
     auto q = convert_matrix_on_load(m, to, owned, "llama2.c matrix");
     return q ? q.value() : m;
   }

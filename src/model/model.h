@@ -34,6 +34,9 @@ class Model {
   virtual size_t weight_bytes() const = 0;
   // Storage type of the big matrices ("F32", "F16", "BF16").
   virtual std::string weight_dtype() const = 0;
+  // Every weight matrix's storage type, counted ("Q4_K x 10, Q5_0 x 4, F16 x 2"): what
+  // `--weights` made of matrices whose rows do not fit its blocks.
+  virtual std::string weight_types() const { return weight_dtype(); }
   // Ok when forward() can run on a cache with this sinks + sliding window: only rotary models
   // can renumber positions within a window, so the default (GPT-2's learned absolute
   // positions) refuses, naming the flag.

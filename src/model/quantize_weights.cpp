@@ -74,11 +74,41 @@ Result<WeightMatrix> convert_weight_matrix(const WeightMatrix& m, DType to, Owne
   return out;
 }
 
+DType stored_weight_type(DType wanted, int64_t n_in, DType source) {
+  const auto fits = [n_in](DType t) {
+    return n_in % static_cast<int64_t>(dtype_block_elements(t)) == 0;
+  };
+  if (fits(wanted)) return wanted;
+  if (wanted != DType::kQ4_K && wanted != DType::kQ6_K) return source;
+  const DType fallback = wanted == DType::kQ4_K ? DType::kQ5_0 : DType::kQ8_0;
+  return fits(fallback) ? fallback : DType::kF16;
+}
+
 Result<WeightMatrix> convert_matrix_on_load(const WeightMatrix& m, DType to, OwnedTensors* owned,
                                             const std::string& name) {
-  if (m.dtype == to) return m;
-  if (dtype_is_quantized(to) && m.n_in % dtype_block_elements(to) != 0) return m;
-  return convert_weight_matrix(m, to, owned, name);
+  const DType stored = stored_weight_type(to, m.n_in, m.dtype);
+  if (stored == m.dtype) return m;
+  return convert_weight_matrix(m, stored, owned, name);
+}
+
+std::string count_weight_types(const std::vector<const WeightMatrix*>& matrices) {
+  std::vector<std::pair<int, std::string>> counts;  // (count, type name)
+  for (const WeightMatrix* m : matrices) {
+    const std::string name = dtype_name(m->dtype);
+    auto it =
+        std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.second == name; });
+    if (it == counts.end()) {
+      counts.emplace_back(1, name);
+    } else {
+      ++it->first;
+    }
+  }
+  std::stable_sort(counts.begin(), counts.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string out;
+  for (const auto& [n, name] : counts)
+    out += (out.empty() ? "" : ", ") + name + " x " + std::to_string(n);
+  return out;
 }
 
 }  // namespace kvlm

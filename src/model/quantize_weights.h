@@ -18,12 +18,22 @@ namespace kvlm {
 Result<WeightMatrix> convert_weight_matrix(const WeightMatrix& m, DType to, OwnedTensors* owned,
                                            const std::string& name);
 
-// What a loader does for `--weights TYPE`: convert_weight_matrix, except that a matrix whose
-// input width is not a whole number of `to`'s blocks (stories260K's 172-wide w2 for Q8_0, every
-// 64- or 172-wide matrix of it for Q4_K and Q6_K's blocks of 256) stays
-// as it is, as llama.cpp's quantizer falls back for such tensors.
+// The type a matrix of n_in-value rows is stored in when `wanted` is asked for (`--weights`,
+// `kvlm convert --type`): `wanted` when each row is a whole number of its blocks; otherwise
+// llama.cpp's fallback (llama_tensor_get_type): Q4_K -> Q5_0, Q6_K -> Q8_0, and F16 where those
+// 32-value blocks do not fit either (stories260K: 64-wide rows take Q5_0 / Q8_0, its 172-wide
+// w2 F16). Q8_0, Q4_0 and Q5_0 have no fallback in llama.cpp (llama-quantize stops with
+// "Unsupported tensor size encountered"); kvlm keeps such a matrix in `source`, its stored type.
+DType stored_weight_type(DType wanted, int64_t n_in, DType source);
+
+// What a loader does for `--weights TYPE`: convert_weight_matrix to
+// stored_weight_type(TYPE, m.n_in, m.dtype), or `m` itself when that is its own type.
 Result<WeightMatrix> convert_matrix_on_load(const WeightMatrix& m, DType to, OwnedTensors* owned,
                                             const std::string& name);
+
+// How many of `matrices` are stored in each type, most first: "Q4_K x 10, Q5_0 x 4, F16 x 2"
+// (what `--weights` made of a model whose rows do not all fit its blocks).
+std::string count_weight_types(const std::vector<const WeightMatrix*>& matrices);
 
 // The bytes of `m` as `to` in [n_out, n_in] order (what a GGUF file stores). Rows are
 // converted independently, split over `n_threads` (the K-quant quantizers' scale searches make

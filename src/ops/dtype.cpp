@@ -18,6 +18,8 @@ const char* dtype_name(DType t) {
       return "Q4_K";
     case DType::kQ6_K:
       return "Q6_K";
+    case DType::kQ5_0:
+      return "Q5_0";
   }
   return "?";
 }
@@ -30,6 +32,7 @@ std::optional<DType> parse_dtype(std::string_view name) {
   if (name == "Q4_0" || name == "q4_0") return DType::kQ4_0;
   if (name == "Q4_K" || name == "q4_k") return DType::kQ4_K;
   if (name == "Q6_K" || name == "q6_k") return DType::kQ6_K;
+  if (name == "Q5_0" || name == "q5_0") return DType::kQ5_0;
   return std::nullopt;
 }
 

@@ -3,7 +3,8 @@
 //
 // Besides the plain types (one element each: F32, F16, BF16) there are ggml's block-quantized
 // types, whose elements come in blocks stored together (layouts in ops/quant.h):
-//   Q8_0: 32 elements in 34 bytes, Q4_0: 32 in 18, Q4_K: 256 in 144, Q6_K: 256 in 210.
+//   Q8_0: 32 elements in 34 bytes, Q4_0: 32 in 18, Q5_0: 32 in 22, Q4_K: 256 in 144,
+//   Q6_K: 256 in 210.
 // A quantized matrix is always [n_out, n_in] with blocks along n_in (WeightLayout::kOutIn).
 #pragma once
 
@@ -16,7 +17,7 @@
 
 namespace kvlm {
 
-enum class DType { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ6_K };
+enum class DType { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ6_K, kQ5_0 };
 
 inline bool dtype_is_quantized(DType t) {
   return t != DType::kF32 && t != DType::kF16 && t != DType::kBF16;
@@ -27,6 +28,7 @@ inline size_t dtype_block_elements(DType t) {
   switch (t) {
     case DType::kQ8_0:
     case DType::kQ4_0:
+    case DType::kQ5_0:
       return 32;
     case DType::kQ4_K:
     case DType::kQ6_K:
@@ -48,6 +50,8 @@ inline size_t dtype_block_bytes(DType t) {
       return 34;
     case DType::kQ4_0:
       return 18;
+    case DType::kQ5_0:
+      return 22;
     case DType::kQ4_K:
       return 144;
     case DType::kQ6_K:
@@ -67,7 +71,8 @@ inline size_t dtype_bytes(DType t, size_t n) {
   return n / dtype_block_elements(t) * dtype_block_bytes(t);
 }
 
-// Name as safetensors and GGUF spell it ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K").
+// Name as safetensors and GGUF spell it ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q5_0", "Q4_K",
+// "Q6_K").
 const char* dtype_name(DType t);
 // Parses those names in upper case (files) or lower case ("f32", "q8_0": flags).
 std::optional<DType> parse_dtype(std::string_view name);

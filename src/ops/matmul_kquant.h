@@ -1,4 +1,4 @@
-// Matmul kernels for the 4- and 6-bit block formats (Q4_0, Q4_K, Q6_K), and Q8_0's prefill:
+// Matmul kernels for the 4- and 6-bit block formats (Q4_0, Q5_0, Q4_K, Q6_K), and Q8_0's prefill:
 // SIMD, compiled once per Highway target (matmul_kquant_simd.cpp) and dispatched at run time.
 // matmul_quant_forward hands these over (kquant_kernel_handles); not part of the ops API.
 //
@@ -25,13 +25,13 @@ enum class KQuantPath {
            // the F32 kOutIn tiles run over every activation row against it
 };
 
-// out [T, O] = x [T, I] @ W + bias, W of type Q4_0, Q4_K, Q6_K or Q8_0, kOutIn, I a whole
+// out [T, O] = x [T, I] @ W + bias, W of type Q4_0, Q5_0, Q4_K, Q6_K or Q8_0, kOutIn, I a whole
 // number of blocks. Other types: nothing is written (the caller dispatches).
 void matmul_kquant_forward(float* out, const float* x, const WeightMatrix& w, const float* bias,
                            int n_rows, const Parallel& par, KQuantPath path = KQuantPath::kAuto);
 
-// Whether matmul_forward runs `type` with `n_rows` rows here: Q4_0, Q4_K and Q6_K always, Q8_0
-// from kKQuantPanelMinRows rows (its decode kernel is matmul_quant_simd.cpp's).
+// Whether matmul_forward runs `type` with `n_rows` rows here: Q4_0, Q5_0, Q4_K and Q6_K always,
+// Q8_0 from kKQuantPanelMinRows rows (its decode kernel is matmul_quant_simd.cpp's).
 bool kquant_kernel_handles(DType type, int n_rows);
 
 }  // namespace kvlm

@@ -1,14 +1,15 @@
-// SIMD matmul over Q4_0, Q4_K and Q6_K weights, and Q8_0's prefill (matmul_kquant.h), compiled once
-// per Highway target (foreach_target.h re-includes this file) and dispatched at run time.
+// SIMD matmul over Q4_0, Q5_0, Q4_K and Q6_K weights, and Q8_0's prefill (matmul_kquant.h),
+// compiled once per Highway target (foreach_target.h re-includes this file) and dispatched at run
+// time.
 //
 // Each block format has a decoder that turns 16 consecutive weights of a block into fp32
 // vectors in registers (Group): the nibbles (and Q6_K's two high bits) widened to int32, the
 // offset subtracted in integers, converted (exact) and scaled with the block's fp32 factors in
-// the order ggml's dequantize_row_* uses: Q4_0 (q - 8) * d; Q4_K (d * sc) * q - dmin * m, the
-// two factors formed once per sub-block; Q6_K (d * sc) * (q - 32). Those are the bits of
-// ops/quant.h's scalar dequantization (a product of exact operands rounds once either way).
-// The 16 weights then feed the 16 lanes of matmul.h's kOutIn chains (element i in lane i % 16,
-// fmas in increasing i), so each output is the F32 kOutIn kernel's on the dequantized matrix.
+// the order ggml's dequantize_row_* uses: Q4_0 (q - 8) * d; Q5_0 (q - 16) * d; Q4_K (d * sc) * q -
+// dmin * m, the two factors formed once per sub-block; Q6_K (d * sc) * (q - 32). Those are the bits
+// of ops/quant.h's scalar dequantization (a product of exact operands rounds once either way). The
+// 16 weights then feed the 16 lanes of matmul.h's kOutIn chains (element i in lane i % 16, fmas in
+// increasing i), so each output is the F32 kOutIn kernel's on the dequantized matrix.
 //
 // Two kernels, the same bits:
 //   fused (decode, few rows): RO weight rows x RR activation rows per register tile, weights
@@ -103,6 +104,33 @@ struct Q4_0Decoder {
       const auto bytes = LoadBytes(b + 2 + k * kDN);
       const auto nib = G == 0 ? hn::And(bytes, hn::Set(di, 15)) : hn::ShiftRight<4>(bytes);
       wv[k] = hn::Mul(hn::ConvertTo(DD(), hn::Sub(nib, hn::Set(di, 8))), scale);
+    }
+  }
+};
+
+// Q5_0: 32 values, 22 bytes: fp16 d, 32 fifth bits (qh, bit j for value j), 16 bytes of nibbles
+// as Q4_0's; value (q - 16) * d.
+struct Q5_0Decoder {
+  static constexpr size_t kValues = 32, kBytes = 22;
+  float d;
+  uint32_t qh;
+  HWY_INLINE void Init(const uint8_t* HWY_RESTRICT b) {
+    d = HalfToFloat(b);
+    std::memcpy(&qh, b + 2, 4);
+  }
+  template <size_t G>
+  HWY_INLINE void Group(VD (&wv)[kDotVecs], const uint8_t* HWY_RESTRICT b) const {
+    const DI di;
+    const VD scale = hn::Set(DD(), d);
+    for (int k = 0; k < kDotVecs; ++k) {
+      const auto bytes = LoadBytes(b + 6 + k * kDN);
+      const auto nib = G == 0 ? hn::And(bytes, hn::Set(di, 15)) : hn::ShiftRight<4>(bytes);
+      // Lane l's fifth bit: bit 16G + k * kDN + l of qh, moved to bit 4.
+      const auto bit =
+          hn::And(hn::Shr(hn::Set(di, static_cast<int32_t>(qh)), hn::Iota(di, 16 * G + k * kDN)),
+                  hn::Set(di, 1));
+      const auto q = hn::Or(nib, hn::ShiftLeft<4>(bit));
+      wv[k] = hn::Mul(hn::ConvertTo(DD(), hn::Sub(q, hn::Set(di, 16))), scale);
     }
   }
 };
@@ -202,8 +230,10 @@ struct Q8_0Decoder {
 template <DType kType>
 using DecoderFor = std::conditional_t<
     kType == DType::kQ4_0, Q4_0Decoder,
-    std::conditional_t<kType == DType::kQ4_K, Q4_KDecoder,
-                       std::conditional_t<kType == DType::kQ6_K, Q6_KDecoder, Q8_0Decoder>>>;
+    std::conditional_t<
+        kType == DType::kQ5_0, Q5_0Decoder,
+        std::conditional_t<kType == DType::kQ4_K, Q4_KDecoder,
+                           std::conditional_t<kType == DType::kQ6_K, Q6_KDecoder, Q8_0Decoder>>>>;
 
 constexpr size_t kPrefetchTiles = 2;  // how far ahead the fused tiles fetch their weights
 
@@ -370,6 +400,8 @@ void KQuantMatmulImpl(float* out, const float* x, const WeightMatrix& w, const f
   switch (w.dtype) {
     case DType::kQ4_0:
       return KQuantMatmul<DType::kQ4_0>(out, x, data, bias, T, I, O, n_threads, path);
+    case DType::kQ5_0:
+      return KQuantMatmul<DType::kQ5_0>(out, x, data, bias, T, I, O, n_threads, path);
     case DType::kQ4_K:
       return KQuantMatmul<DType::kQ4_K>(out, x, data, bias, T, I, O, n_threads, path);
     case DType::kQ6_K:
@@ -391,8 +423,8 @@ namespace kvlm {
 HWY_EXPORT(KQuantMatmulImpl);
 
 bool kquant_kernel_handles(DType type, int n_rows) {
-  return type == DType::kQ4_0 || type == DType::kQ4_K || type == DType::kQ6_K ||
-         (type == DType::kQ8_0 && n_rows >= kKQuantPanelMinRows);
+  return type == DType::kQ4_0 || type == DType::kQ5_0 || type == DType::kQ4_K ||
+         type == DType::kQ6_K || (type == DType::kQ8_0 && n_rows >= kKQuantPanelMinRows);
 }
 
 void matmul_kquant_forward(float* out, const float* x, const WeightMatrix& w, const float* bias,

@@ -29,6 +29,8 @@ void dequantize_row(float* dst, const void* src, DType type, size_t n) {
       return for_each_block<BlockQ8_0>(dst, src, n, 32, dequantize_block_q8_0);
     case DType::kQ4_0:
       return for_each_block<BlockQ4_0>(dst, src, n, 32, dequantize_block_q4_0);
+    case DType::kQ5_0:
+      return for_each_block<BlockQ5_0>(dst, src, n, 32, dequantize_block_q5_0);
     case DType::kQ4_K:
       return for_each_block<BlockQ4_K>(dst, src, n, 256, dequantize_block_q4_k);
     case DType::kQ6_K:
@@ -80,6 +82,32 @@ bool quantize_row(void* dst, const float* src, DType type, size_t n) {
         const auto q1 = std::min<uint8_t>(15, static_cast<int8_t>(x[j + 16] * id + 8.5f));
         b.qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
       }
+      std::memcpy(out + i * sizeof(b), &b, sizeof(b));
+    }
+    return true;
+  }
+  if (type == DType::kQ5_0) {  // quantize_row_q5_0_ref: Q4_0's scale over 32 levels
+    for (size_t i = 0; i < n / 32; ++i) {
+      const float* x = src + i * 32;
+      float amax = 0.0f, max = 0.0f;
+      for (int j = 0; j < 32; ++j)
+        if (amax < std::fabs(x[j])) {
+          amax = std::fabs(x[j]);
+          max = x[j];
+        }
+      const float d = max / -16;
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      BlockQ5_0 b;
+      b.d = f32_to_f16(d);
+      uint32_t qh = 0;
+      for (int j = 0; j < 16; ++j) {
+        const auto q0 = std::min<uint8_t>(31, static_cast<int8_t>(x[j] * id + 16.5f));
+        const auto q1 = std::min<uint8_t>(31, static_cast<int8_t>(x[j + 16] * id + 16.5f));
+        b.qs[j] = static_cast<uint8_t>((q0 & 0x0F) | ((q1 & 0x0F) << 4));
+        qh |= static_cast<uint32_t>((q0 & 0x10u) >> 4) << j;
+        qh |= static_cast<uint32_t>((q1 & 0x10u) >> 4) << (j + 16);
+      }
+      std::memcpy(b.qh, &qh, 4);
       std::memcpy(out + i * sizeof(b), &b, sizeof(b));
     }
     return true;

@@ -6,6 +6,8 @@
 //   Q8_0 (32 values, 34 bytes): d, int8 q[32];                  value j = q[j] * d
 //   Q4_0 (32 values, 18 bytes): d, uint8 qs[16];                value j = (nibble j - 8) * d,
 //        nibble j < 16 the low half of qs[j], nibble j >= 16 the high half of qs[j - 16]
+//   Q5_0 (32 values, 22 bytes): d, uint32 qh (little-endian), uint8 qs[16]: value j =
+//        (q_j - 16) * d, q_j the nibble of j as in Q4_0 plus bit j of qh as its fifth bit
 //   Q4_K (256 values, 144 bytes): d, dmin, scales[12], qs[128]: 8 sub-blocks of 32 with 6-bit
 //        scale sc and min m (packed as get_scale_min_k4 unpacks them); value =
 //        (d * sc) * q - dmin * m, q a nibble: for each 64 values, 32 bytes of qs, values
@@ -36,6 +38,11 @@ struct BlockQ4_0 {
   uint16_t d;  // fp16 scale
   uint8_t qs[16];
 };
+struct BlockQ5_0 {
+  uint16_t d;      // fp16 scale
+  uint8_t qh[4];   // fifth bits, bit j for value j
+  uint8_t qs[16];  // low 4 bits, as Q4_0's
+};
 struct BlockQ4_K {
   uint16_t d;          // fp16 scale of the sub-block scales
   uint16_t dmin;       // fp16 scale of the sub-block mins
@@ -48,7 +55,7 @@ struct BlockQ6_K {
   int8_t scales[16];  // one per 16 values
   uint16_t d;         // fp16 super-block scale
 };
-static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ6_K) == 210);
 
 // Scale and min of Q4_K sub-block j (0..7) from the 12 packed bytes (ggml's get_scale_min_k4).
@@ -102,6 +109,19 @@ inline void dequantize_block_q4_0(float* y, const uint8_t* src) {
   }
 }
 
+inline void dequantize_block_q5_0(float* y, const uint8_t* src) {
+  BlockQ5_0 b;
+  std::memcpy(&b, src, sizeof(b));
+  const float d = f16_to_f32_fast(b.d);
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, 4);
+  for (int j = 0; j < 16; ++j) {
+    const int high0 = ((qh >> j) << 4) & 0x10, high1 = (qh >> (j + 12)) & 0x10;
+    y[j] = (((b.qs[j] & 0x0F) | high0) - 16) * d;
+    y[j + 16] = (((b.qs[j] >> 4) | high1) - 16) * d;
+  }
+}
+
 inline void dequantize_block_q4_k(float* y, const uint8_t* src) {
   BlockQ4_K b;
   std::memcpy(&b, src, sizeof(b));
@@ -144,10 +164,10 @@ inline void dequantize_block_q6_k(float* y, const uint8_t* src) {
 // The scalar reference.
 void dequantize_row(float* dst, const void* src, DType type, size_t n);
 
-// dst = src [n] quantized to Q8_0, Q4_0, Q4_K or Q6_K with ggml's reference quantizers
-// (quantize_row_q8_0_ref, q4_0_ref, q4_K_ref, q6_K_ref: what llama-quantize writes without an
-// importance matrix), so kvlm writes the bytes llama.cpp would. n a multiple of the type's
-// block; plain types are not handled here (returns false).
+// dst = src [n] quantized to Q8_0, Q4_0, Q5_0, Q4_K or Q6_K with ggml's reference quantizers
+// (quantize_row_q8_0_ref, q4_0_ref, q5_0_ref, q4_K_ref, q6_K_ref: what llama-quantize writes
+// without an importance matrix), so kvlm writes the bytes llama.cpp would. n a multiple of the
+// type's block; plain types are not handled here (returns false).
 bool quantize_row(void* dst, const float* src, DType type, size_t n);
 
 // The K-quant reference quantizers (ops/quantize_k.cpp); n a multiple of 256.

@@ -15,6 +15,7 @@ const BLOCKS = {
   [GGMLQuantizationType.BF16]: [1, 2],
   [GGMLQuantizationType.Q8_0]: [32, 34],
   [GGMLQuantizationType.Q4_0]: [32, 18],
+  [GGMLQuantizationType.Q5_0]: [32, 22],
   [GGMLQuantizationType.Q4_K]: [256, 144],
   [GGMLQuantizationType.Q6_K]: [256, 210],
 };

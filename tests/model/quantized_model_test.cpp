@@ -145,14 +145,19 @@ TEST(QuantizedMix, Q4KMixRuleAndFile) {
   EXPECT_EQ(gguf_matrix_type(mix, "token_embd.weight", 32, false), DType::kQ4_K);
   EXPECT_EQ(gguf_matrix_type(mix, "token_embd.weight", 32, true), DType::kQ6_K);  // tied head
   EXPECT_FALSE(parse_gguf_types("q5_k"));
-  // Rows that are not whole 256-blocks: the mix's Q6_K falls back to Q8_0 as llama.cpp's does,
-  // anything else keeps its plain type.
+  // Rows that are not whole 256-blocks fall back as llama.cpp's do: Q6_K to Q8_0, Q4_K to Q5_0,
+  // F16 where 32-blocks do not fit either; Q8_0/Q4_0 misfits (llama.cpp refuses them) keep
+  // their stored type. The same rule for the mix, a plain --type and --weights.
   EXPECT_EQ(gguf_stored_type(mix, DType::kQ6_K, 64, DType::kF32), DType::kQ8_0);
-  EXPECT_EQ(gguf_stored_type(mix, DType::kQ6_K, 172, DType::kF16), DType::kF16);
-  EXPECT_EQ(gguf_stored_type(mix, DType::kQ4_K, 64, DType::kF32), DType::kF32);
+  EXPECT_EQ(gguf_stored_type(mix, DType::kQ6_K, 172, DType::kF32), DType::kF16);
+  EXPECT_EQ(gguf_stored_type(mix, DType::kQ4_K, 64, DType::kF32), DType::kQ5_0);
+  EXPECT_EQ(gguf_stored_type(mix, DType::kQ4_K, 172, DType::kBF16), DType::kF16);
   EXPECT_EQ(gguf_stored_type(mix, DType::kQ4_K, 512, DType::kF32), DType::kQ4_K);
   EXPECT_EQ(gguf_stored_type(GgufTypes{DType::kQ6_K, false}, DType::kQ6_K, 64, DType::kF32),
-            DType::kF32);
+            DType::kQ8_0);
+  EXPECT_EQ(stored_weight_type(DType::kQ8_0, 172, DType::kF32), DType::kF32);
+  EXPECT_EQ(stored_weight_type(DType::kQ4_0, 172, DType::kBF16), DType::kBF16);
+  EXPECT_EQ(stored_weight_type(DType::kQ5_0, 96, DType::kF16), DType::kQ5_0);
 
   test::TempDir dir;
   LlamaConfig config = block_llama_config(DType::kQ4_K);
@@ -207,6 +212,34 @@ TEST(QuantizedMix, MatrixBytesDoNotDependOnThreads) {
     std::vector<uint8_t> row(dtype_bytes(type, n_in));
     ASSERT_TRUE(quantize_row(row.data(), w.data() + 5 * n_in, type, n_in));
     EXPECT_TRUE(std::equal(row.begin(), row.end(), one->begin() + 5 * row.size()));
+  }
+}
+
+// stories260K's shape (64 wide, 172 hidden): no row is a whole 256-value block and w2's 172 is
+// not a whole 32 either. --weights takes llama.cpp's fallbacks (Q4_K -> Q5_0, Q6_K -> Q8_0, F16
+// for w2; Q8_0 and Q4_0 leave w2 as stored) and keeps the exactness contract with them.
+TEST(QuantizedLlamaLoad, RowsThatAreNotWholeBlocksFallBackAsLlamaCppDoes) {
+  LlamaConfig config = tiny_llama_config();
+  config.model.n_embd = 64;
+  config.model.n_head = 8;
+  config.model.n_kv_head = 4;
+  config.model.head_dim = 8;
+  config.model.n_ff = 172;
+  test::TempDir dir;
+  ASSERT_TRUE(write_llama_hf(dir.path(), random_llama_weights(config, 9), {}).is_ok());
+  const std::pair<DType, std::string> kCases[] = {{DType::kQ4_K, "Q5_0 x 13, F16 x 2"},
+                                                  {DType::kQ6_K, "Q8_0 x 13, F16 x 2"},
+                                                  {DType::kQ8_0, "Q8_0 x 13, F32 x 2"},
+                                                  {DType::kQ4_0, "Q4_0 x 13, F32 x 2"}};
+  for (const auto& [type, types] : kCases) {
+    auto model = load(dir.path(), type);
+    ASSERT_NE(model, nullptr);
+    EXPECT_EQ(model->weight_types(), types) << dtype_name(type);
+    const Logits cached = run(*model, kPrompts, true, 1);
+    expect_same_bits(cached, run(*model, kPrompts, false, 1),
+                     std::string(dtype_name(type)) + " uncached");
+    expect_same_bits(cached, run(*model, kPrompts, true, 3),
+                     std::string(dtype_name(type)) + " 3 threads");
   }
 }
 

@@ -1,9 +1,9 @@
-// The Q4_0 / Q4_K / Q6_K kernels of matmul_kquant_simd.cpp (and its Q8_0 prefill kernel) on every
-// compiled SIMD target: the fused (decode) and panel (prefill) kernels, and the automatic choice
-// between them, each give exactly the bits of the F32 kOutIn kernel on the dequantized matrix (its
-// scalar reference being ops/quant.h's dequantize_row), over sizes of one to many blocks, row
-// counts on both sides of the switch, partial output tiles and misaligned weights, inputs, biases
-// and outputs.
+// The Q4_0 / Q5_0 / Q4_K / Q6_K kernels of matmul_kquant_simd.cpp (and its Q8_0 prefill kernel) on
+// every compiled SIMD target: the fused (decode) and panel (prefill) kernels, and the automatic
+// choice between them, each give exactly the bits of the F32 kOutIn kernel on the dequantized
+// matrix (its scalar reference being ops/quant.h's dequantize_row), over sizes of one to many
+// blocks, row counts on both sides of the switch, partial output tiles and misaligned weights,
+// inputs, biases and outputs.
 #include "ops/matmul_kquant.h"
 
 #include <gtest/gtest.h>
@@ -40,7 +40,7 @@ Quantized make_quantized(DType type, int n_in, int n_out, int offset, std::mt199
   std::uniform_int_distribution<int> byte(0, 255);
   for (int o = 0; o < n_out; ++o) {
     uint8_t* row = base + o * row_bytes;
-    if (type == DType::kQ4_0 || type == DType::kQ8_0) {
+    if (dtype_block_elements(type) == 32) {
       std::vector<float> v(n_in);
       for (float& f : v) f = normal(rng);
       quantize_row(row, v.data(), type, n_in);
@@ -90,14 +90,14 @@ void expect_f32_bits(const Quantized& m, int n_rows, int offset, KQuantPath path
 }
 
 std::vector<int> widths(DType type) {
-  if (type == DType::kQ4_0 || type == DType::kQ8_0) return {32, 64, 96, 160, 544, 768};
+  if (dtype_block_elements(type) == 32) return {32, 64, 96, 160, 544, 768};
   return {256, 512, 1280};
 }
 
 TEST(MatmulKQuantTest, EveryTargetAndPathGivesTheF32KernelsBitsOnDequantizedWeights) {
   std::mt19937 rng(41);
   for_each_target([&](const SimdTarget&) {
-    for (DType type : {DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kQ8_0})
+    for (DType type : {DType::kQ4_0, DType::kQ5_0, DType::kQ4_K, DType::kQ6_K, DType::kQ8_0})
       for (int n_in : widths(type))
         for (int n_out : {1, 3, 4, 5, 8, 9, 17})
           for (int n_rows : {1, 2, 3, 5, 8, 13, 20}) {
@@ -119,7 +119,7 @@ TEST(MatmulKQuantTest, EveryTargetAndPathGivesTheF32KernelsBitsOnDequantizedWeig
 // kernel, same bits; and threads split outputs, never a sum.
 TEST(MatmulKQuantTest, WideRowsAndThreadsKeepTheBits) {
   std::mt19937 rng(43);
-  for (DType type : {DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kQ8_0}) {
+  for (DType type : {DType::kQ4_0, DType::kQ5_0, DType::kQ4_K, DType::kQ6_K, DType::kQ8_0}) {
     SCOPED_TRACE(dtype_name(type));
     const Quantized wide = make_quantized(type, 12288 + 256, 5, 1, rng);
     expect_f32_bits(wide, 9, 1, KQuantPath::kPanel, 2, rng);
@@ -137,8 +137,8 @@ TEST(MatmulKQuantTest, SpecialScalesGiveTheDequantizedBits) {
   const uint16_t kScales[] = {0x7c00, 0xfc00, 0x0001, 0x83ff, 0x8000, 0x3c00, 0x0400, 0x7bff};
   std::mt19937 rng(47);
   for_each_target([&](const SimdTarget&) {
-    for (DType type : {DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
-      const int n_in = type == DType::kQ4_0 ? 256 : 512, n_out = 6;
+    for (DType type : {DType::kQ4_0, DType::kQ5_0, DType::kQ4_K, DType::kQ6_K}) {
+      const int n_in = dtype_block_elements(type) == 32 ? 256 : 512, n_out = 6;
       Quantized m = make_quantized(type, n_in, n_out, 0, rng);
       const size_t block_bytes = dtype_block_bytes(type), row_bytes = dtype_bytes(type, n_in);
       const size_t scale_at = type == DType::kQ6_K ? 208 : 0;

@@ -49,6 +49,21 @@ TEST(QuantBlocks, Q4_0) {
   }
 }
 
+// Q5_0: Q4_0's nibbles plus a fifth bit per value in a little-endian word (bit j: value j).
+TEST(QuantBlocks, Q5_0) {
+  BlockQ5_0 b;
+  b.d = 0xb800;  // -0.5
+  for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  const uint32_t qh = 0xa5c3'0ff1u;
+  std::memcpy(b.qh, &qh, 4);
+  const auto y = dequantize(b, DType::kQ5_0);
+  for (int j = 0; j < 16; ++j) {
+    const int q0 = j + 16 * ((qh >> j) & 1), q1 = (15 - j) + 16 * ((qh >> (j + 16)) & 1);
+    EXPECT_EQ(y[j], (q0 - 16) * -0.5f) << j;
+    EXPECT_EQ(y[j + 16], (q1 - 16) * -0.5f) << j;
+  }
+}
+
 TEST(QuantBlocks, Q4_K) {
   const int sc[8] = {1, 2, 3, 4, 17, 33, 50, 63};  // the last four need their high bits
   const int m[8] = {0, 5, 10, 15, 20, 40, 60, 63};
@@ -113,6 +128,28 @@ TEST(QuantBlocks, QuantizeQ4_0AsGgml) {
     EXPECT_EQ(y[j], (level - 8) * 2.0f) << j;
   }
   EXPECT_FALSE(quantize_row(&q, x.data(), DType::kF16, 32));  // plain types: store_row's job
+}
+
+// quantize_row_q5_0_ref: d = (value of largest magnitude) / -16, levels min(31, int8(x / d +
+// 16.5)), the fifth bit of level j in bit j of qh.
+TEST(QuantBlocks, QuantizeQ5_0AsGgml) {
+  std::vector<float> x(64);
+  for (int j = 0; j < 32; ++j) x[j] = j == 0 ? -32.0f : static_cast<float>(j - 16);
+  for (int j = 32; j < 64; ++j) x[j] = 0.0f;  // an all-zero block: d = 0, every level 16
+  BlockQ5_0 q[2];
+  ASSERT_TRUE(quantize_row(q, x.data(), DType::kQ5_0, 64));
+  EXPECT_EQ(q[0].d, 0x4000);  // d = -32 / -16 = 2
+  const auto y = dequantize(q[0], DType::kQ5_0);
+  EXPECT_EQ(y[0], -32.0f);
+  for (int j = 1; j < 32; ++j) {
+    const int level = std::min(31, static_cast<int>(0.5f * (j - 16) + 16.5f));
+    EXPECT_EQ(y[j], (level - 16) * 2.0f) << j;
+  }
+  EXPECT_EQ(q[1].d, 0x8000);  // 0 / -16: negative zero, as ggml stores it
+  uint32_t qh;
+  std::memcpy(&qh, q[1].qh, 4);
+  EXPECT_EQ(qh, 0xffffffffu);  // level 16 = fifth bit set, nibble 0
+  for (int j = 0; j < 16; ++j) EXPECT_EQ(q[1].qs[j], 0);
 }
 
 }  // namespace

@@ -13,18 +13,31 @@ void add_model_flags(CLI::App* cmd, ModelFlags* flags, bool model_required) {
   if (model_required) model->required();
   cmd->add_option("--weights", flags->weights,
                   "Convert weight matrices on load to f32, f16, bf16, or quantize them to "
-                  "q8_0, q4_0, q4_k or q6_k (default: as stored)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"}));
+                  "q8_0, q4_0, q5_0, q4_k or q6_k (default: as stored; matrices whose rows are "
+                  "not whole blocks fall back as llama.cpp's do: q4_k to q5_0, q6_k to q8_0, "
+                  "else f16; the types used are reported)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q5_0", "q4_k", "q6_k"}));
   // Bounded well below what makes the OpenMP runtime fail to start its threads (it aborts
   // then, with a message that names no flag).
   cmd->add_option("--threads", flags->threads, "Worker threads, at most 256 (default: all cores)")
       ->check(CLI::Range(0, 256));
 }
 
+void report_weight_types(const Model& model, const ModelFlags& flags) {
+  const std::string types = model.weight_types();
+  if (!flags.weights.empty() && types.find(',') != std::string::npos)
+    std::fprintf(stderr,
+                 "kvlm: --weights %s: matrices stored as %s (rows that are not whole %s "
+                 "blocks fall back as llama.cpp's do)\n",
+                 flags.weights.c_str(), types.c_str(), flags.weights.c_str());
+}
+
 Result<std::unique_ptr<Model>> load_model_from_flags(const ModelFlags& flags) {
   LoadOptions options;
   if (!flags.weights.empty()) options.convert_weights = parse_dtype(flags.weights);
-  return load_model(flags.model, options);
+  auto model = load_model(flags.model, options);
+  if (model) report_weight_types(*model.value(), flags);
+  return model;
 }
 
 Parallel parallel_from_flags(const ModelFlags& flags) {

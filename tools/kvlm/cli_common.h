@@ -22,7 +22,11 @@ struct ModelFlags {
 
 // Adds --model (required or not), --weights and --threads to `cmd`.
 void add_model_flags(CLI::App* cmd, ModelFlags* flags, bool model_required);
+// load_model with --weights; reports (report_weight_types) what the matrices became.
 Result<std::unique_ptr<Model>> load_model_from_flags(const ModelFlags& flags);
+// With --weights, one line on standard error when not every matrix took that type (rows that
+// are not whole blocks: stored_weight_type's fallbacks), counting each type used.
+void report_weight_types(const Model& model, const ModelFlags& flags);
 Parallel parallel_from_flags(const ModelFlags& flags);
 
 // Parses "7,3,19" (commas and/or spaces) into ids; `flag` names the source in errors.

@@ -1,5 +1,6 @@
 // kvlm convert: writes a model as a GGUF file that kvlm and llama.cpp both load.
-//   kvlm convert --model PATH --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k|q6_k|q4_k_mix]
+//   kvlm convert --model PATH --out FILE.gguf [--type
+//   f32|f16|bf16|q8_0|q4_0|q5_0|q4_k|q6_k|q4_k_mix]
 //                [--tokenizer PATH | --no-tokenizer] [--threads N]
 // The model is anything `--model` takes (a Hugging Face folder, a llama2.c model.bin, a GGUF);
 // its tokenizer (the folder's own, or --tokenizer) goes into the file's tokenizer.ggml.* keys.
@@ -70,7 +71,8 @@ void add_convert_command(CLI::App& app, int* exit_code) {
                   "Storage type of the weight matrices (norms and biases stay f32); q4_k_mix: "
                   "Q4_K with Q6_K for the head, attn_v and ffn_down (llama.cpp's Q4_K_M rule "
                   "without Q5_K)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_k_mix"}));
+      ->check(CLI::IsMember(
+          {"f32", "f16", "bf16", "q8_0", "q4_0", "q5_0", "q4_k", "q6_k", "q4_k_mix"}));
   auto* tok = cmd->add_option("--tokenizer", flags->tokenizer,
                               "Tokenizer to store (default: the model folder's own)");
   cmd->add_flag("--no-tokenizer", flags->no_tokenizer, "Write no tokenizer")->excludes(tok);

@@ -178,6 +178,7 @@ int run_generate(const GenerateFlags& flags) {
   auto model = LoadedModel::load({flags.model.model, flags.tokenizer, flags.model.weights});
   if (!model) return fail(model.status());
   const LoadedModel& lm = *model.value();
+  report_weight_types(lm.model(), flags.model);
   if (!flags.stops.empty() && lm.tokenizer() == nullptr)
     return fail(Status::error("--stop needs a tokenizer to decode text (pass --tokenizer PATH)"));
   auto prompts = parse_prompts(flags, lm);
