@@ -154,11 +154,10 @@ Result<EngineBenchResult> run_engine_bench(std::shared_ptr<LoadedModel> model,
     Parallel par{o.threads > 0
                      ? o.threads
                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
-    go.kv_storage.dtype = parse_cache_dtype(o.kv_dtype).value_or(KvDtype::f32);
-    if (go.kv_storage.dtype == KvDtype::fp8) {  // the engine's calibrated scales, to compare bits
-      KVLM_ASSIGN_OR_RETURN(auto scales, calibrate_fp8_scales(model->model(), par));
-      go.kv_storage = scales;
-    }
+    // The engine's calibrated scales (fp8, q8_0_kc), to compare bits.
+    KVLM_ASSIGN_OR_RETURN(
+        go.kv_storage, calibrated_kv_storage(parse_cache_dtype(o.kv_dtype).value_or(KvDtype::f32),
+                                             model->model(), par));
     go.kv_storage.window = {o.kv_window, o.sink_tokens};
     const auto static_start = Clock::now();
     KVLM_ASSIGN_OR_RETURN(auto result, generate(model->model(), prompts, go, par));

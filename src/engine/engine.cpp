@@ -73,17 +73,15 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<LoadedModel> mode
   auto kv_dtype = parse_cache_dtype(options.kv_dtype);
   if (!kv_dtype)
     return Status::error("engine: unknown KV cache dtype '" + options.kv_dtype +
-                         "'; accepted: f32, f16, bf16, q8_0, fp8");
+                         "'; accepted: f32, f16, bf16, q8_0, fp8, q8_0_kc");
   auto impl = std::make_unique<Impl>();
   const ModelConfig& c = model->model().config();
   impl->par.n_threads = options.threads > 0
                             ? options.threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   PagedKvCacheOptions po;
-  po.storage.dtype = *kv_dtype;
-  if (*kv_dtype == KvDtype::fp8) {  // fixed before any request: see eval/kv_calibration.h
-    KVLM_ASSIGN_OR_RETURN(po.storage, calibrate_fp8_scales(model->model(), impl->par));
-  }
+  // fp8 and q8_0_kc scales are fixed before any request: see eval/kv_calibration.h
+  KVLM_ASSIGN_OR_RETURN(po.storage, calibrated_kv_storage(*kv_dtype, model->model(), impl->par));
   po.storage.window = {options.kv_window, options.sink_tokens};
   if (options.kv_window != 0 || options.sink_tokens != 0) {
     KVLM_RETURN_IF_ERROR(validate_kv_storage(po.storage, c.n_layer, c.kv_dim()));

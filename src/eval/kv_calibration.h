@@ -19,4 +19,13 @@ constexpr int kCalibrationTokens = 256;
 // KvStorageOptions{fp8, n_kv_head, k scales, v scales} for `model`.
 Result<KvStorageOptions> calibrate_fp8_scales(Model& model, const Parallel& par);
 
+// KvStorageOptions{q8_0_kc, k_channel_scales} for `model`: the same input, keys recorded before
+// RoPE, each (layer, channel) scale the largest |key| seen there (1 where only zeros were), so a
+// channel's values reach about +-1 before q8_0 blocks them: KVQuant's pre-RoPE per-channel keys
+// in ggml's block format (docs/kv_cache_quantization.md).
+Result<KvStorageOptions> calibrate_key_channel_scales(Model& model, const Parallel& par);
+
+// The storage a `dtype` cache of `model` uses: calibrated for fp8 and q8_0_kc, plain otherwise.
+Result<KvStorageOptions> calibrated_kv_storage(KvDtype dtype, Model& model, const Parallel& par);
+
 }  // namespace kvlm

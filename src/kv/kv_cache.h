@@ -61,6 +61,10 @@ struct KvStorageOptions {
   std::vector<float> fp8_v_scales;
   // Sinks + sliding window (off by default). With it on, keys are stored before rotation.
   KvWindow window;
+  // q8_0_kc only: [n_layer * kv_dim], key channel c of a layer divided by its scale before q8_0
+  // quantization (and multiplied back when read); keys are stored before rotation. Fixed for
+  // the cache's life (eval/kv_calibration.h); empty means 1.0 everywhere.
+  std::vector<float> k_channel_scales;
 };
 
 // Checks the options against a cache shape: a storable dtype, kv_dim a multiple of n_kv_head,
@@ -73,6 +77,7 @@ class KvRowCodec {
   KvRowCodec(const KvStorageOptions& options, int n_layer, int kv_dim);
   size_t row_bytes() const { return row_bytes_; }
   KvDtype dtype() const { return dtype_; }
+  // Thread-safe: several threads may write rows at once.
   void encode_key(std::byte* dst, int layer, const float* k) const;
   void encode_value(std::byte* dst, int layer, const float* v) const;
   KvRowFormat format(int layer) const;
@@ -83,6 +88,7 @@ class KvRowCodec {
   int n_kv_head_;
   size_t row_bytes_;
   std::vector<float> k_scales_, v_scales_;  // [n_layer * n_kv_head], fp8 only
+  std::vector<float> k_channel_scales_;     // [n_layer * kv_dim], q8_0_kc only
 };
 
 class KvCache {
@@ -109,6 +115,11 @@ class KvCache {
   virtual void range_runs(int seq, int layer, int begin, int end, std::vector<KvRun>* out) const;
   // The sinks + sliding window this cache keeps (off unless its storage options set one).
   virtual KvWindow window() const { return {}; }
+  // True when keys are stored before RoPE and rotated as rows read them: with a window, and for
+  // q8_0_kc (whose per-channel scales belong to the unrotated channels).
+  virtual bool keys_unrotated() const {
+    return window().enabled() || row_format(0).dtype == KvDtype::q8_0_kc;
+  }
   // How the rows of `layer` are stored (dtype, stride, fp8 scales), for attention.
   virtual KvRowFormat row_format(int layer) const = 0;
   // Bytes of K and V storage this cache holds now (kvlm kv-size --dtype's figure exactly: fp8's

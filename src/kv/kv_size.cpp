@@ -73,13 +73,16 @@ std::uint64_t kv_dtype_bytes(KvDtype dtype) {
     case KvDtype::fp8:
     case KvDtype::int8:
     case KvDtype::q8_0:
+    case KvDtype::q8_0_kc:
       return 1;
   }
   return 0;
 }
 
 double kv_dtype_bytes_per_value(KvDtype dtype) {
-  return dtype == KvDtype::q8_0 ? 34.0 / 32.0 : static_cast<double>(kv_dtype_bytes(dtype));
+  return dtype == KvDtype::q8_0 || dtype == KvDtype::q8_0_kc
+             ? 34.0 / 32.0
+             : static_cast<double>(kv_dtype_bytes(dtype));
 }
 
 std::uint64_t KvGeometry::values_per_token_per_layer() const {

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <vector>
 
@@ -43,7 +44,7 @@ struct WindowScratch {
 // Widens values [c_begin, c_end) of a stored row to fp32 (kv_decode_value's bits: the windowed
 // view then runs the fp32 kernel, so a q8_0 value is scaled here, not per block).
 void widen_row(float* out, const std::byte* row, const KvRowFormat& format, const float* scales,
-               int kv_dim, int head_dim, int c_begin, int c_end) {
+               const float* channel_scales, int kv_dim, int head_dim, int c_begin, int c_end) {
   if (format.dtype == KvDtype::f32) {
     std::memcpy(out + c_begin, reinterpret_cast<const float*>(row) + c_begin,
                 sizeof(float) * (c_end - c_begin));
@@ -52,6 +53,8 @@ void widen_row(float* out, const std::byte* row, const KvRowFormat& format, cons
   for (int c = c_begin; c < c_end; ++c)
     out[c] = kv_decode_value(row, kv_dim, c, format.dtype,
                              scales != nullptr ? scales[c / head_dim] : 1.0f);
+  if (channel_scales != nullptr)  // q8_0_kc keys: back to the channel's own scale
+    for (int c = c_begin; c < c_end; ++c) out[c] *= channel_scales[c];
 }
 
 // One row's attention over its window view (sinks, then its recent positions), heads
@@ -61,7 +64,7 @@ void attend_window_row(float* out, const float* q, const AttentionRow& row, int 
                        const KvCache& cache, const AttentionShape& shape, const KvRowFormat& format,
                        int head_begin, int head_end, WindowScratch* ws, std::vector<KvRun>* runs,
                        float* scores) {
-  const KvWindow w = cache.window();
+  const KvWindow w = unrotated_view(cache, shape.sliding_window);
   const int kv_dim = shape.n_kv_head * shape.head_dim, D = shape.head_dim;
   const int group = shape.n_head / shape.n_kv_head;
   const int g_begin = head_begin / group, g_end = (head_end - 1) / group + 1;
@@ -84,12 +87,18 @@ void attend_window_row(float* out, const float* q, const AttentionRow& row, int 
                                       : ws->v.data() + static_cast<size_t>(j) * kv_dim;
     for (int p = 0; p < run.n_positions; ++p, ++j) {
       const size_t at = static_cast<size_t>(p) * format.row_bytes;
-      widen_row(ws->row.data(), run.k + at, format, format.k_scale, kv_dim, D, c_begin, c_end);
-      rope_rotate_heads(ws->k.data() + static_cast<size_t>(j) * kv_dim, ws->row.data(),
-                        *shape.window_rope, j, g_begin, g_end, D);
+      float* k_row = ws->k.data() + static_cast<size_t>(j) * kv_dim;
+      if (shape.window_rope != nullptr) {
+        widen_row(ws->row.data(), run.k + at, format, format.k_scale, format.k_channel_scale,
+                  kv_dim, D, c_begin, c_end);
+        rope_rotate_heads(k_row, ws->row.data(), *shape.window_rope, j, g_begin, g_end, D);
+      } else {  // no RoPE (GPT-2 with q8_0_kc): widened only
+        widen_row(k_row, run.k + at, format, format.k_scale, format.k_channel_scale, kv_dim, D,
+                  c_begin, c_end);
+      }
       if (!f32_values)
         widen_row(ws->v.data() + static_cast<size_t>(j) * kv_dim, run.v + at, format,
-                  format.v_scale, kv_dim, D, c_begin, c_end);
+                  format.v_scale, nullptr, kv_dim, D, c_begin, c_end);
     }
     rotated.push_back(f32_run(k_first, v_first, run.n_positions));
   }
@@ -99,6 +108,12 @@ void attend_window_row(float* out, const float* q, const AttentionRow& row, int 
 
 }  // namespace
 
+KvWindow unrotated_view(const KvCache& cache, int sliding_window) {
+  const KvWindow w = cache.window();
+  if (w.enabled()) return w;
+  return {sliding_window > 0 ? sliding_window : INT_MAX, 0};
+}
+
 void attend_rows(float* out, size_t out_stride, const float* q, size_t q_stride,
                  std::span<const AttentionRow> rows, int layer, const KvCache& cache,
                  const AttentionShape& shape, float* scratch, size_t scratch_stride,
@@ -106,7 +121,7 @@ void attend_rows(float* out, size_t out_stride, const float* q, size_t q_stride,
   const int n_rows = static_cast<int>(rows.size());
   if (n_rows == 0) return;
   const KvRowFormat format = cache.row_format(layer);
-  const bool windowed = cache.window().enabled();
+  const bool windowed = cache.keys_unrotated();
   const int n_blocks = (n_rows + kRowsPerTask - 1) / kRowsPerTask;
   // Heads go in groups sharing a key/value head (they read the same slice); when that leaves
   // fewer tasks than two per thread (decoding few sequences of a model with few KV heads),

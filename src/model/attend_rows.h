@@ -30,10 +30,16 @@ struct AttentionShape {
   int n_kv_head = 0;
   int head_dim = 0;
   int sliding_window = 0;  // > 0: a row attends over its last sliding_window positions only
-  // The cache's sinks + window (KvCache::window()): keys are stored before rotation and each row
-  // rotates the keys of its view to their in-view positions with this table (>= W positions).
+  // Keys stored before rotation (KvCache::keys_unrotated(): a cache window, or q8_0_kc): each
+  // row rotates the keys of its view (unrotated_view) to their in-view positions with this table
+  // (>= the view's positions). Null for a model without RoPE (GPT-2): keys are only widened.
   const RopeTable* window_rope = nullptr;
 };
+
+// The view a row reads when the cache stores keys unrotated: the cache's sinks + window, else
+// every position at its own (with a model's own sliding window, Mistral's, its last
+// sliding_window positions, renumbered from 0: the same relative positions).
+KvWindow unrotated_view(const KvCache& cache, int sliding_window);
 
 // out[r * out_stride + h * head_dim ...] = attention of row r's query (q[r * q_stride ...]) over
 // its sequence's cached positions in `layer`, for every row and head. With a cache window, a

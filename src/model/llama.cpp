@@ -110,24 +110,27 @@ void LlamaModel::attention_block(int layer, std::span<const SequenceChunk> chunk
     for (size_t t = 0; t < chunk.tokens.size(); ++t)
       rows.push_back({chunk.seq, chunk.start_pos + static_cast<int>(t)});
   const int n_rows = static_cast<int>(rows.size());
-  // With the cache's sinks + window, keys go in unrotated and each row reads them rotated to
-  // their in-window positions; its query sits at the window's last (docs/sliding_window.md).
-  const KvWindow window = cache.window();
-  if (window.enabled() && window_rope_.n_positions < window.window)
-    window_rope_ = rope_table(inv_freq_.data(), c.head_dim, window.window);
+  // With the cache's sinks + window (or q8_0_kc), keys go in unrotated and each row reads them
+  // rotated to their in-view positions; its query sits at the view's last
+  // (docs/sliding_window.md).
+  const bool unrotated = cache.keys_unrotated();
+  const KvWindow view = unrotated_view(cache, config_.sliding_window);
+  const int view_positions = std::min(view.window, c.n_ctx);
+  if (unrotated && window_rope_.n_positions < view_positions)
+    window_rope_ = rope_table(inv_freq_.data(), c.head_dim, view_positions);
   for (int r = 0; r < n_rows; ++r) {
     float* q = state_.q.data() + static_cast<size_t>(r) * q_dim;
     float* k = state_.k.data() + static_cast<size_t>(r) * kv_dim;
     const float* v = state_.v.data() + static_cast<size_t>(r) * kv_dim;
-    if (window.enabled())
-      rope_forward(q, nullptr, inv_freq_.data(), window.query_pos(rows[r].pos), c.n_head,
-                   c.n_kv_head, c.head_dim);
+    if (unrotated)
+      rope_forward(q, nullptr, inv_freq_.data(), view.query_pos(rows[r].pos), c.n_head, c.n_kv_head,
+                   c.head_dim);
     else
       rope_forward(q, k, inv_freq_.data(), rows[r].pos, c.n_head, c.n_kv_head, c.head_dim);
     cache.write_row(rows[r].seq, layer, rows[r].pos, k, v);
   }
   AttentionShape shape{c.n_head, c.n_kv_head, c.head_dim, config_.sliding_window};
-  if (window.enabled()) shape.window_rope = &window_rope_;
+  if (unrotated) shape.window_rope = &window_rope_;
   attend_rows(state_.att.data(), q_dim, state_.q.data(), q_dim, rows, layer, cache, shape,
               state_.scratch.data(), c.n_ctx, par);
 }

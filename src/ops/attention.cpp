@@ -455,6 +455,8 @@ void AttentionImpl(float* out, const float* q, const KvRun* runs, size_t n_runs,
                    Half16Reader<hwy::bfloat16_t>{}, Half16Reader<hwy::bfloat16_t>{});
         break;
       case KvDtype::q8_0:
+      case KvDtype::q8_0_kc:  // as q8_0 (the model reads q8_0_kc keys through attend_rows'
+                              // widening)
         AttendHead(oh, qh, runs, n_runs, rb, kv_offset, scratch, D, scale, Q8Reader{kv_dim},
                    Q8Reader{kv_dim});
         break;

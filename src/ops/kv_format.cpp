@@ -20,6 +20,7 @@ size_t kv_row_bytes(KvDtype dtype, size_t n) {
     case KvDtype::int8:
       return n;
     case KvDtype::q8_0:
+    case KvDtype::q8_0_kc:
       return n + 2 * ((n + kQ8BlockSize - 1) / kQ8BlockSize);
   }
   return 0;
@@ -43,6 +44,8 @@ const char* kv_dtype_name(KvDtype dtype) {
       return "int8";
     case KvDtype::q8_0:
       return "q8_0";
+    case KvDtype::q8_0_kc:
+      return "q8_0_kc";
   }
   return "?";
 }
@@ -54,6 +57,7 @@ std::optional<KvDtype> parse_cache_dtype(std::string_view name) {
   if (key == "f16" || key == "fp16" || key == "float16" || key == "half") return KvDtype::f16;
   if (key == "bf16" || key == "bfloat16") return KvDtype::bf16;
   if (key == "q8_0" || key == "q8") return KvDtype::q8_0;
+  if (key == "q8_0_kc") return KvDtype::q8_0_kc;
   if (key == "fp8" || key == "fp8_e4m3" || key == "e4m3") return KvDtype::fp8;
   return std::nullopt;
 }
@@ -116,7 +120,8 @@ void kv_encode_row(std::byte* dst, const float* src, size_t n, KvDtype dtype,
       return;
     case KvDtype::int8:
       return;  // not storable; caches refuse it
-    case KvDtype::q8_0: {
+    case KvDtype::q8_0:
+    case KvDtype::q8_0_kc: {
       // ggml's quantize_row_q8_0_ref: d = amax / 127 in fp32, stored as fp16; q = roundf(x / d)
       // computed as x * (1 / d). A short last block uses the values it has.
       auto* q = reinterpret_cast<int8_t*>(dst);
@@ -156,7 +161,8 @@ float kv_decode_value(const std::byte* row, size_t n, size_t c, KvDtype dtype, f
       return e4m3_to_f32(static_cast<uint8_t>(row[c])) * scale;
     case KvDtype::int8:
       return 0.0f;
-    case KvDtype::q8_0: {
+    case KvDtype::q8_0:
+    case KvDtype::q8_0_kc: {  // q8_0_kc: the channel scale is the reader's (widen_row) to apply
       uint16_t h;
       std::memcpy(&h, row + n + 2 * (c / kQ8BlockSize), 2);
       return static_cast<float>(static_cast<int8_t>(row[c])) * f16_to_f32(h);

@@ -7,7 +7,7 @@
 //
 // Layouts of one row of n values:
 //   f32, f16, bf16  n elements
-//   q8_0            n int8 values, then ceil(n / 32) fp16 scales: value c = q[c] * d[c / 32]
+//   q8_0, q8_0_kc   n int8 values, then ceil(n / 32) fp16 scales: value c = q[c] * d[c / 32]
 //                   (ggml's q8_0: d = max|x| / 127 over the 32 values, q = round(x / d);
 //                   34 bytes per 32 values, 8.5 bits per value)
 //   fp8             n e4m3 bytes (1 sign, 4 exponent bits biased by 7, 3 mantissa bits; no
@@ -26,7 +26,9 @@ namespace kvlm {
 
 // int8 is only a price for `kvlm kv-size` (one byte per value, scales not counted); a cache
 // stores q8_0 instead.
-enum class KvDtype { f32, f16, bf16, fp8, int8, q8_0 };
+// q8_0_kc stores rows exactly as q8_0; its keys are divided by fixed per-channel scales before
+// quantizing and stored before RoPE (kv/kv_cache.h's KvStorageOptions::k_channel_scales).
+enum class KvDtype { f32, f16, bf16, fp8, int8, q8_0, q8_0_kc };
 
 constexpr int kQ8BlockSize = 32;  // values sharing one q8_0 scale
 
@@ -43,9 +45,10 @@ std::optional<KvDtype> parse_cache_dtype(std::string_view name);
 // positions, and for fp8 the scales of that layer's KV heads.
 struct KvRowFormat {
   KvDtype dtype = KvDtype::f32;
-  size_t row_bytes = 0;            // stride between positions
-  const float* k_scale = nullptr;  // fp8: [n_kv_head] for this layer's keys
-  const float* v_scale = nullptr;  // fp8: [n_kv_head] for this layer's values
+  size_t row_bytes = 0;                    // stride between positions
+  const float* k_scale = nullptr;          // fp8: [n_kv_head] for this layer's keys
+  const float* v_scale = nullptr;          // fp8: [n_kv_head] for this layer's values
+  const float* k_channel_scale = nullptr;  // q8_0_kc: [kv_dim] this layer's key value c times it
 };
 // The format of plain fp32 rows of kv_dim values.
 inline KvRowFormat f32_rows(size_t kv_dim) {

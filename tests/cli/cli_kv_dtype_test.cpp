@@ -59,7 +59,7 @@ TEST_F(CliKvDtype, BadDtypeIsRefusedByName) {
     const auto r = test::run_kvlm(std::string(cmd) + " " + model() + args + " --kv-dtype int4");
     EXPECT_EQ(r.exit_code, 1) << cmd;
     EXPECT_NE(r.err.find("--kv-dtype: unknown KV cache dtype 'int4'; accepted: f32, f16, bf16, "
-                         "q8_0, fp8"),
+                         "q8_0, fp8, q8_0_kc"),
               std::string::npos)
         << cmd << ": " << r.err;
   }

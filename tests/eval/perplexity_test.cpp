@@ -209,7 +209,7 @@ TEST(Perplexity, ComparisonOfCacheDtypes) {
   PerplexityOptions options;
   options.ctx = 32;
   EvalConfig f32{model.value().get(), {}};
-  EvalConfig q8{model.value().get(), {KvDtype::q8_0, 1, {}, {}, {}}};
+  EvalConfig q8{model.value().get(), {KvDtype::q8_0, 1, {}, {}, {}, {}}};
   auto plain = perplexity(tokens, f32, nullptr, options, Parallel{1});
   auto compared = perplexity(tokens, q8, &f32, options, Parallel{2});
   ASSERT_TRUE(plain.is_ok() && compared.is_ok()) << compared.message();

@@ -18,8 +18,8 @@
 namespace kvlm {
 namespace {
 
-const KvDtype kCacheTypes[] = {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::q8_0,
-                               KvDtype::fp8};
+const KvDtype kCacheTypes[] = {KvDtype::f32,  KvDtype::f16, KvDtype::bf16,
+                               KvDtype::q8_0, KvDtype::fp8, KvDtype::q8_0_kc};
 
 TEST(KvFormat, E4m3RoundTripsEveryCodeAndRoundsToNearestEven) {
   for (int b = 0; b < 256; ++b) {
@@ -95,7 +95,8 @@ TEST(KvFormat, EachTypeDecodesWithinItsPrecision) {
       if (dtype == KvDtype::f16) tolerance = a * 0x1p-11f;
       if (dtype == KvDtype::bf16) tolerance = a * 0x1p-8f;
       if (dtype == KvDtype::fp8) tolerance = a * 0x1p-4f + scales[c / head_dim] * 0x1p-10f;
-      if (dtype == KvDtype::q8_0) tolerance = 12.0f / 127.0f;  // d / 2 for max|x| < 12
+      if (dtype == KvDtype::q8_0 || dtype == KvDtype::q8_0_kc)  // the same row format
+        tolerance = 12.0f / 127.0f;                             // d / 2 for max|x| < 12
       EXPECT_LE(std::fabs(got - x[c]), tolerance) << kv_dtype_name(dtype) << " value " << c;
     }
   }
@@ -154,7 +155,8 @@ TEST(KvFormat, CachesStoreRowsAsTheirDtype) {
   };
   for (KvDtype dtype : kCacheTypes) {
     SCOPED_TRACE(kv_dtype_name(dtype));
-    KvStorageOptions storage{dtype, n_kv_head, {0.5f, 1.0f, 2.0f, 4.0f}, {1.0f, 0.25f, 1.0f, 8.0f}, {}};
+    KvStorageOptions storage{dtype, n_kv_head, {0.5f, 1.0f, 2.0f, 4.0f}, {1.0f, 0.25f, 1.0f, 8.0f},
+                             {},    {}};
     ContiguousKvCache contiguous(n_layer, kv_dim, {T}, storage);
     auto paged = PagedKvCache::create(n_layer, kv_dim, {4, 0, 16, storage});
     ASSERT_TRUE(paged.is_ok()) << paged.message();
@@ -191,12 +193,12 @@ TEST(KvFormat, CachesStoreRowsAsTheirDtype) {
 }
 
 TEST(KvFormat, BadStorageOptionsAreRefusedByName) {
-  KvStorageOptions int8{KvDtype::int8, 1, {}, {}, {}};
+  KvStorageOptions int8{KvDtype::int8, 1, {}, {}, {}, {}};
   Status s = validate_kv_storage(int8, 2, 8);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("int8"), std::string::npos) << s.message();
   EXPECT_FALSE(PagedKvCache::create(2, 8, {4, 0, 8, int8}).is_ok());
-  KvStorageOptions scales{KvDtype::fp8, 2, {1.0f, 1.0f, 1.0f}, {}, {}};
+  KvStorageOptions scales{KvDtype::fp8, 2, {1.0f, 1.0f, 1.0f}, {}, {}, {}};
   s = validate_kv_storage(scales, 2, 8);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("4 values, found 3"), std::string::npos) << s.message();

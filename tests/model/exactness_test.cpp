@@ -199,7 +199,11 @@ INSTANTIATE_TEST_SUITE_P(
         ExactnessCase{quantized(test::gpt2_spec(), DType::kQ8_0),
                       test::paged_cache(3).with(KvDtype::q8_0)},
         ExactnessCase{quantized(llama(kBin, 2), DType::kQ8_0),
-                      test::contiguous_cache().with(KvDtype::q8_0)}),
+                      test::contiguous_cache().with(KvDtype::q8_0)},
+        // q8_0_kc: keys stored before RoPE and widened as read (scales 1 here; calibrated
+        // scales: KvCalibration.KeyChannelScalesAreFixedPerModelAndKeepExactness).
+        ExactnessCase{test::gpt2_spec(), test::contiguous_cache().with(KvDtype::q8_0_kc)},
+        ExactnessCase{llama(kBin, 2), test::paged_cache(3).with(KvDtype::q8_0_kc)}),
     ::testing::PrintToStringParamName());
 
 // Each KV dtype is really applied: the first step's logits (the prompt's own pass, like for

@@ -7,8 +7,9 @@ namespace kvlm::cli {
 void add_kv_dtype_flag(CLI::App* cmd, std::string* dtype) {
   cmd->add_option("--kv-dtype", *dtype,
                   "KV cache storage: f32 (default), f16, bf16, q8_0 (int8 + an fp16 scale per 32 "
-                  "values, 8.5 bits) or fp8 (e4m3, one scale per layer and KV head, calibrated "
-                  "once per model)");
+                  "values, 8.5 bits), fp8 (e4m3, one scale per layer and KV head, calibrated "
+                  "once per model) or q8_0_kc (q8_0 of keys divided by per-channel scales "
+                  "calibrated once per model, stored before RoPE)");
 }
 
 Result<KvStorageOptions> kv_storage_from_flag(const std::string& dtype, const std::string& flag) {
@@ -17,7 +18,7 @@ Result<KvStorageOptions> kv_storage_from_flag(const std::string& dtype, const st
   auto parsed = parse_cache_dtype(dtype);
   if (!parsed)
     return Status::error(flag + ": unknown KV cache dtype '" + dtype +
-                         "'; accepted: f32, f16, bf16, q8_0, fp8");
+                         "'; accepted: f32, f16, bf16, q8_0, fp8, q8_0_kc");
   options.dtype = *parsed;
   return options;
 }
@@ -25,8 +26,8 @@ Result<KvStorageOptions> kv_storage_from_flag(const std::string& dtype, const st
 Result<KvStorageOptions> kv_storage_for_model(const std::string& dtype, Model& model,
                                               const Parallel& par, const std::string& flag) {
   auto options = kv_storage_from_flag(dtype, flag);
-  if (!options || options->dtype != KvDtype::fp8) return options;
-  return calibrate_fp8_scales(model, par);
+  if (!options) return options;
+  return calibrated_kv_storage(options->dtype, model, par);
 }
 
 void add_window_flags(CLI::App* cmd, WindowFlags* flags) {
