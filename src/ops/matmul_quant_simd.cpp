@@ -1,14 +1,14 @@
-// Matmul over block-quantized weights (Q8_0, Q4_0, Q4_K, Q6_K), compiled once per Highway
-// target and dispatched at run time like matmul_simd.cpp.
+// Matmul over Q8_0 weights for decode (up to kKQuantPanelMinRows - 1 rows, batched decode
+// included), compiled once per Highway target and dispatched at run time like matmul_simd.cpp.
+// The other block types, and Q8_0 prefill, run matmul_kquant_simd.cpp's kernels.
 //
-// Numerics: each tile dequantizes its weight rows to fp32 (ggml's formulas, the same fp32
-// operations as ops/quant.h's reference, so the same bits), then runs matmul.h's kOutIn 16-lane
-// fma chains on them. Q8_0 does it in registers (Q8Tile: int8 -> int32 -> fp32, times the block
-// scale, straight into the fma); the other types dequantize a chunk of each row into an L1
-// buffer first. So a quantized matmul gives exactly the bits of the F32 kOutIn
-// matmul on the dequantized matrix, on every target, and inherits its exactness contract: the
-// order of each output's reduction depends only on n_in and the target, never on the row
-// count, the batch or the threads. Activations stay fp32 (no 8-bit activation quantization).
+// Numerics: each 16 weights are dequantized in registers (int8 -> int32 -> fp32, times the
+// block scale: ggml's formula, the same fp32 operations as ops/quant.h's reference, so the same
+// bits) straight into matmul.h's kOutIn 16-lane fma chains. So a Q8_0 matmul gives exactly the
+// bits of the F32 kOutIn matmul on the dequantized matrix, on every target, as the kernels of
+// matmul_kquant_simd.cpp do, and inherits its exactness contract: the order of each output's
+// reduction depends only on n_in and the target, never on the row count, the batch or the
+// threads. Activations stay fp32 (no 8-bit activation quantization).
 //
 // Quantized matrices are [n_out, n_in] (kOutIn) with n_in a whole number of blocks, so the
 // 16-lane steps never need a zero-padded tail.
@@ -41,26 +41,6 @@ namespace kvlm {
 namespace HWY_NAMESPACE {
 namespace {
 
-// Values of each weight row dequantized at once: a whole number of blocks of every type, and
-// with kVecRegs/2 rows the buffer stays in L1 (8 x 256 x 4 = 8 KB).
-constexpr size_t kChunk = 256;
-
-// The block dequantizers of ops/quant.h, inlined here so they are compiled for this target.
-template <DType kType>
-HWY_INLINE void DequantizeChunk(float* HWY_RESTRICT y, const uint8_t* HWY_RESTRICT src, size_t n) {
-  constexpr size_t kBlock = kType == DType::kQ8_0 || kType == DType::kQ4_0 ? 32 : 256;
-  constexpr size_t kBytes = kType == DType::kQ8_0   ? 34
-                            : kType == DType::kQ4_0 ? 18
-                            : kType == DType::kQ4_K ? 144
-                                                    : 210;
-  for (size_t b = 0; b < n / kBlock; ++b) {
-    if constexpr (kType == DType::kQ8_0) dequantize_block_q8_0(y + b * kBlock, src + b * kBytes);
-    if constexpr (kType == DType::kQ4_0) dequantize_block_q4_0(y + b * kBlock, src + b * kBytes);
-    if constexpr (kType == DType::kQ4_K) dequantize_block_q4_k(y + b * kBlock, src + b * kBytes);
-    if constexpr (kType == DType::kQ6_K) dequantize_block_q6_k(y + b * kBlock, src + b * kBytes);
-  }
-}
-
 constexpr size_t kPrefetchTiles = 2;  // how far ahead Q8Tile fetches: 1 to 8 measured alike
 
 // A block's fp16 scale as fp32. x86 targets from AVX2 up have F16C: one vcvtph2ps. It gives
@@ -81,7 +61,7 @@ HWY_INLINE float BlockScale(const uint8_t* HWY_RESTRICT block) {
 // stored. Decode is bound by the weight stream: going through an L1 buffer (a store and a load
 // per vector, and the dequantization as a separate pass) made it compute-bound at about 30% of
 // the bandwidth. Same per-element products (float(q) * d, one rounding) and the same 16-lane
-// chains as QuantTile, so the same bits.
+// chains as the F32 kOutIn tiles, so the same bits.
 template <int RO, int RR>
 HWY_INLINE void Q8Tile(float* HWY_RESTRICT out, const float* HWY_RESTRICT x,
                        const uint8_t* HWY_RESTRICT w, size_t row_bytes,
@@ -130,47 +110,14 @@ HWY_INLINE void Q8Tile(float* HWY_RESTRICT out, const float* HWY_RESTRICT x,
     }
 }
 
-// out[r][o] for RO outputs (weight rows at w, row_bytes apart) and RR rows of x.
-template <DType kType, int RO, int RR>
-HWY_INLINE void QuantTile(float* HWY_RESTRICT out, const float* HWY_RESTRICT x,
-                          const uint8_t* HWY_RESTRICT w, size_t row_bytes,
-                          const float* HWY_RESTRICT bias, size_t n_in, size_t n_out) {
-  if constexpr (kType == DType::kQ8_0) {
-    Q8Tile<RO, RR>(out, x, w, row_bytes, bias, n_in, n_out);
-    return;
-  }
-  const DD dd;
-  VD acc[RO][RR][kDotVecs];
-  for (int ro = 0; ro < RO; ++ro)
-    for (int rr = 0; rr < RR; ++rr)
-      for (int k = 0; k < kDotVecs; ++k) acc[ro][rr][k] = hn::Zero(dd);
-  HWY_ALIGN float buf[RO][kChunk];
-  for (size_t c0 = 0; c0 < n_in; c0 += kChunk) {
-    const size_t kc = std::min(kChunk, n_in - c0);
-    const size_t byte0 = c0 / dtype_block_elements(kType) * dtype_block_bytes(kType);
-    for (int ro = 0; ro < RO; ++ro) {
-      const uint8_t* row = w + ro * row_bytes + byte0;
-      hwy::Prefetch(row + RO * row_bytes);  // the next tile's rows
-      DequantizeChunk<kType>(buf[ro], row, kc);
-    }
-    for (size_t i = 0; i < kc; i += 16)
-      OutInStep<RO, RR>(acc, x + c0 + i, n_in, &buf[0][i], kChunk);
-  }
-  for (int rr = 0; rr < RR; ++rr)
-    for (int ro = 0; ro < RO; ++ro) {
-      const float dot = SumLanes16(acc[ro][rr]);
-      out[rr * n_out + ro] = bias ? dot + bias[ro] : dot;
-    }
-}
-
 template <DType kType, int RO, int RR>
 void QuantOutputs(float* out, const float* x, const uint8_t* w, size_t row_bytes, const float* bias,
                   size_t n_rows, size_t n_in, size_t n_out) {
   size_t r = 0;
   for (; r + RR <= n_rows; r += RR)
-    QuantTile<kType, RO, RR>(out + r * n_out, x + r * n_in, w, row_bytes, bias, n_in, n_out);
+    Q8Tile<RO, RR>(out + r * n_out, x + r * n_in, w, row_bytes, bias, n_in, n_out);
   for (; r < n_rows; ++r)
-    QuantTile<kType, RO, 1>(out + r * n_out, x + r * n_in, w, row_bytes, bias, n_in, n_out);
+    Q8Tile<RO, 1>(out + r * n_out, x + r * n_in, w, row_bytes, bias, n_in, n_out);
 }
 
 // Output tile t: outputs [t * RO, t * RO + RO) for all rows (fewer at the end). Not inlined
@@ -221,12 +168,6 @@ void QuantMatmulImpl(float* out, const float* x, const WeightMatrix& w, const fl
   switch (w.dtype) {
     case DType::kQ8_0:
       return QuantMatmul<DType::kQ8_0>(out, x, w, bias, n_rows, n_threads);
-    case DType::kQ4_0:
-      return QuantMatmul<DType::kQ4_0>(out, x, w, bias, n_rows, n_threads);
-    case DType::kQ4_K:
-      return QuantMatmul<DType::kQ4_K>(out, x, w, bias, n_rows, n_threads);
-    case DType::kQ6_K:
-      return QuantMatmul<DType::kQ6_K>(out, x, w, bias, n_rows, n_threads);
     default:
       return;
   }
@@ -243,8 +184,7 @@ HWY_EXPORT(QuantMatmulImpl);
 
 void matmul_quant_forward(float* out, const float* x, const WeightMatrix& w, const float* bias,
                           int n_rows, const Parallel& par) {
-  // Q4_0, Q4_K, Q6_K, and Q8_0 prefill: the kernels of matmul_kquant_simd.cpp (the same bits as
-  // the paths here, which they replace for those).
+  // Q4_0, Q5_0, Q4_K, Q6_K, and Q8_0 prefill: the kernels of matmul_kquant_simd.cpp.
   // Q8_0 up to 8 rows (batched decode) stays on this file's fused tiles: at 8 rows the panel
   // path decoded GPT-2 124M at 413-421 tok/s against their 555-571 (kvlm bench, batch 8).
   const bool q8_decode = w.dtype == DType::kQ8_0 && n_rows <= 8;
