@@ -389,7 +389,7 @@ TEST(WindowEngineTest, QuantizedCacheCachedEqualsUncached) {
   test::TempDir dir;
   auto model = test::engine_llama(dir);
   ASSERT_TRUE(model);
-  for (const char* dtype : {"q8_0", "bf16"}) {
+  for (const char* dtype : {"q8_0", "bf16", "q8_0_kc"}) {
     EngineOptions o;
     o.kv_window = 12;
     o.sink_tokens = 2;
