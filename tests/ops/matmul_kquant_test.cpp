@@ -17,60 +17,22 @@
 #include "ops/for_each_target.h"
 #include "ops/matmul.h"
 #include "ops/quant.h"
+#include "support/quant_matrix.h"
 #include "support/random_values.h"
 
 namespace kvlm {
 namespace {
 
-struct Quantized {
-  std::vector<uint8_t> bytes;
-  WeightMatrix view;          // `offset` bytes into `bytes`
-  std::vector<float> values;  // [n_out, n_in] dequantized by the scalar reference
-  WeightMatrix f32;
-};
+using test::QuantMatrix;
 
-// Q4_0 rows quantized from normal values; K-quant rows of random bytes (every pattern of quants
-// and 6-bit scales is valid) with fp16 scales of either sign drawn from a moderate range.
-Quantized make_quantized(DType type, int n_in, int n_out, int offset, std::mt19937& rng) {
-  Quantized m;
-  const size_t row_bytes = dtype_bytes(type, n_in);
-  m.bytes.assign(offset + row_bytes * n_out, 0);
-  uint8_t* base = m.bytes.data() + offset;
-  std::normal_distribution<float> normal(0.0f, 0.5f);
-  std::uniform_int_distribution<int> byte(0, 255);
-  for (int o = 0; o < n_out; ++o) {
-    uint8_t* row = base + o * row_bytes;
-    if (dtype_block_elements(type) == 32) {
-      std::vector<float> v(n_in);
-      for (float& f : v) f = normal(rng);
-      quantize_row(row, v.data(), type, n_in);
-      continue;
-    }
-    for (size_t k = 0; k < row_bytes; ++k) row[k] = static_cast<uint8_t>(byte(rng));
-    for (int b = 0; b < n_in / 256; ++b) {
-      uint8_t* block = row + b * dtype_block_bytes(type);
-      const uint16_t d = static_cast<uint16_t>(0x1400 + byte(rng) * 16 + (byte(rng) & 1) * 0x8000);
-      const uint16_t dmin = static_cast<uint16_t>(0x1000 + byte(rng) * 16);
-      if (type == DType::kQ4_K) {
-        std::memcpy(block, &d, 2);
-        std::memcpy(block + 2, &dmin, 2);
-      } else {
-        std::memcpy(block + 208, &d, 2);
-      }
-    }
-  }
-  m.view = WeightMatrix{base, type, WeightLayout::kOutIn, n_in, n_out};
-  m.values.resize(static_cast<size_t>(n_in) * n_out);
-  for (int o = 0; o < n_out; ++o)
-    dequantize_row(m.values.data() + static_cast<size_t>(o) * n_in, base + o * row_bytes, type,
-                   n_in);
-  m.f32 = WeightMatrix{m.values.data(), DType::kF32, WeightLayout::kOutIn, n_in, n_out};
-  return m;
+// K-quant scales of either sign: a kernel must not assume ggml's positive ones.
+QuantMatrix make_quantized(DType type, int n_in, int n_out, int offset, std::mt19937& rng) {
+  return test::random_quant_matrix(type, n_in, n_out, offset, rng, test::ScaleSigns::kEither);
 }
 
 // Runs `path` on m and compares every output with the F32 kernel on m's dequantized values;
 // checks nothing is written outside out.
-void expect_f32_bits(const Quantized& m, int n_rows, int offset, KQuantPath path, int threads,
+void expect_f32_bits(const QuantMatrix& m, int n_rows, int offset, KQuantPath path, int threads,
                      std::mt19937& rng) {
   const int n_in = m.view.n_in, n_out = m.view.n_out;
   const std::vector<float> xbuf = test::random_normals(n_rows * n_in + offset, rng);
@@ -102,7 +64,7 @@ TEST(MatmulKQuantTest, EveryTargetAndPathGivesTheF32KernelsBitsOnDequantizedWeig
         for (int n_out : {1, 3, 4, 5, 8, 9, 17})
           for (int n_rows : {1, 2, 3, 5, 8, 13, 20}) {
             const int offset = (n_in / 32 + n_out + n_rows) % 4;
-            const Quantized m = make_quantized(type, n_in, n_out, offset, rng);
+            const QuantMatrix m = make_quantized(type, n_in, n_out, offset, rng);
             for (KQuantPath path : {KQuantPath::kAuto, KQuantPath::kFused, KQuantPath::kPanel}) {
               SCOPED_TRACE(std::string(dtype_name(type)) + " n_in " + std::to_string(n_in) +
                            " n_out " + std::to_string(n_out) + " rows " + std::to_string(n_rows) +
@@ -121,9 +83,9 @@ TEST(MatmulKQuantTest, WideRowsAndThreadsKeepTheBits) {
   std::mt19937 rng(43);
   for (DType type : {DType::kQ4_0, DType::kQ5_0, DType::kQ4_K, DType::kQ6_K, DType::kQ8_0}) {
     SCOPED_TRACE(dtype_name(type));
-    const Quantized wide = make_quantized(type, 12288 + 256, 5, 1, rng);
+    const QuantMatrix wide = make_quantized(type, 12288 + 256, 5, 1, rng);
     expect_f32_bits(wide, 9, 1, KQuantPath::kPanel, 2, rng);
-    const Quantized m = make_quantized(type, 512, 37, 2, rng);
+    const QuantMatrix m = make_quantized(type, 512, 37, 2, rng);
     for (int threads : {2, 3}) {
       expect_f32_bits(m, 1, 3, KQuantPath::kAuto, threads, rng);
       expect_f32_bits(m, 16, 3, KQuantPath::kAuto, threads, rng);
@@ -139,7 +101,7 @@ TEST(MatmulKQuantTest, SpecialScalesGiveTheDequantizedBits) {
   for_each_target([&](const SimdTarget&) {
     for (DType type : {DType::kQ4_0, DType::kQ5_0, DType::kQ4_K, DType::kQ6_K}) {
       const int n_in = dtype_block_elements(type) == 32 ? 256 : 512, n_out = 6;
-      Quantized m = make_quantized(type, n_in, n_out, 0, rng);
+      QuantMatrix m = make_quantized(type, n_in, n_out, 0, rng);
       const size_t block_bytes = dtype_block_bytes(type), row_bytes = dtype_bytes(type, n_in);
       const size_t scale_at = type == DType::kQ6_K ? 208 : 0;
       size_t k = 0;
