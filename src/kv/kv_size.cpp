@@ -23,7 +23,7 @@ constexpr DtypeName kDtypeNames[] = {
     {"f16", KvDtype::f16},   {"float16", KvDtype::f16},  {"fp16", KvDtype::f16},
     {"half", KvDtype::f16},  {"bf16", KvDtype::bf16},    {"bfloat16", KvDtype::bf16},
     {"fp8", KvDtype::fp8},   {"fp8_e4m3", KvDtype::fp8}, {"fp8_e5m2", KvDtype::fp8},
-    {"int8", KvDtype::int8}, {"q8_0", KvDtype::q8_0},
+    {"int8", KvDtype::int8}, {"q8_0", KvDtype::q8_0},    {"q8_0_kc", KvDtype::q8_0_kc},
 };
 
 // ---- checked arithmetic ---------------------------------------------------------------------
@@ -53,9 +53,10 @@ Result<KvDtype> parse_kv_dtype(std::string_view name) {
   for (const DtypeName& d : kDtypeNames) {
     if (key == d.name) return d.dtype;
   }
-  return Status::error("--dtype: unknown cache dtype '" + std::string(name) +
-                       "'; accepted: f32, f16, bf16, fp8, int8, q8_0 (also float32, fp32, float16, "
-                       "fp16, half, bfloat16, fp8_e4m3, fp8_e5m2)");
+  return Status::error(
+      "--dtype: unknown cache dtype '" + std::string(name) +
+      "'; accepted: f32, f16, bf16, fp8, int8, q8_0, q8_0_kc (also float32, fp32, float16, "
+      "fp16, half, bfloat16, fp8_e4m3, fp8_e5m2)");
 }
 
 // fp8 and int8 count the values only. A quantized cache also keeps scales, but the engines

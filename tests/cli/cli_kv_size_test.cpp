@@ -39,6 +39,21 @@ TEST(CliKvSize, JsonForTheSeedsGpt2Batch8) {
   EXPECT_EQ(j["mha_bytes"], j["bytes"]);
 }
 
+// q8_0_kc stores q8_0 rows (its per-channel key scales are a fixed few bytes per model, not per
+// token, and not counted, like fp8's), so kv-size prices it as q8_0: 34 bytes per 32 values.
+TEST(CliKvSize, KeyChannelQ8PricesAsQ8) {
+  const auto q8 = test::run_kvlm("kv-size --preset gpt2 --seq-len 1024 --dtype q8_0 --json");
+  const auto kc = test::run_kvlm("kv-size --preset gpt2 --seq-len 1024 --dtype Q8_0_KC --json");
+  ASSERT_EQ(q8.exit_code, 0) << q8.err;
+  ASSERT_EQ(kc.exit_code, 0) << kc.err;
+  const auto a = nlohmann::json::parse(q8.out), b = nlohmann::json::parse(kc.out);
+  EXPECT_EQ(b["bytes"].get<std::uint64_t>(), 2ull * 12 * 12 * 64 * 1024 / 32 * 34);
+  EXPECT_EQ(b["bytes"], a["bytes"]);
+  EXPECT_EQ(b["dtype"], "q8_0_kc");
+  EXPECT_EQ(b["dtype_bytes"], a["dtype_bytes"]);  // 1.0625
+  EXPECT_EQ(b["weights_dtype"], "q8_0");
+}
+
 TEST(CliKvSize, ModelDirAndDtypeAndText) {
   test::TempDir dir;
   test::write_text(dir.file("config.json"), R"({"model_type": "mistral", "num_hidden_layers": 32,

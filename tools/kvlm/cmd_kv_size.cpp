@@ -1,6 +1,6 @@
 // kvlm kv-size: what a model's KV cache costs in bytes, beside its weights.
 //   kvlm kv-size (--config config.json | --model DIR | --preset NAME) --seq-len T
-//                [--batch B] [--dtype f32|f16|bf16|fp8|int8|q8_0] [--json]
+//                [--batch B] [--dtype f32|f16|bf16|fp8|int8|q8_0|q8_0_kc] [--json]
 // The arithmetic lives in src/kv/kv_size; this file only picks the model and prints.
 #include <cinttypes>
 #include <cstdio>
@@ -111,6 +111,11 @@ Result<kv::KvGeometry> load_geometry(const KvSizeOptions& o, std::string* source
   return kv::kv_geometry_from_config_file(path);
 }
 
+// q8_0 and q8_0_kc store the same rows: int8 values and an fp16 scale per 32.
+bool stores_q8_0_rows(kv::KvDtype dtype) {
+  return dtype == kv::KvDtype::q8_0 || dtype == kv::KvDtype::q8_0_kc;
+}
+
 void print_json(const kv::KvGeometry& g, const kv::KvSize& s, const std::string& source) {
   nlohmann::ordered_json j;
   j["model"] = g.model;
@@ -128,7 +133,7 @@ void print_json(const kv::KvGeometry& g, const kv::KvSize& s, const std::string&
   j["sliding_window"] = g.sliding_window;
   j["n_ctx"] = g.n_ctx;
   j["dtype"] = kv_dtype_name(s.dtype);
-  if (s.dtype == kv::KvDtype::q8_0) {
+  if (stores_q8_0_rows(s.dtype)) {
     j["dtype_bytes"] = kv::kv_dtype_bytes_per_value(s.dtype);  // 1.0625: an fp16 scale per 32
   } else {
     j["dtype_bytes"] = kv::kv_dtype_bytes(s.dtype);
@@ -145,7 +150,9 @@ void print_json(const kv::KvGeometry& g, const kv::KvSize& s, const std::string&
   // Weights are counted from the config; null when it lacks the fields (see weights_note).
   j["n_params"] = g.n_params > 0 ? nlohmann::ordered_json(g.n_params) : nullptr;
   j["weights_bytes"] = g.n_params > 0 ? nlohmann::ordered_json(s.weights_bytes) : nullptr;
-  j["weights_dtype"] = kv_dtype_name(s.dtype);  // weights_bytes is at the cache's dtype
+  // weights_bytes is at the cache's row format (q8_0_kc's per-channel key scales are a cache
+  // thing: its weights would be plain q8_0).
+  j["weights_dtype"] = s.dtype == kv::KvDtype::q8_0_kc ? "q8_0" : kv_dtype_name(s.dtype);
   j["checkpoint_dtype"] =
       g.checkpoint_dtype.empty() ? nullptr : nlohmann::ordered_json(g.checkpoint_dtype);
   j["checkpoint_weights_bytes"] =
@@ -168,9 +175,8 @@ void print_text(const kv::KvGeometry& g, const kv::KvSize& s, const std::string&
                 g.attention_kind(), g.n_layer, g.n_kv_head, g.head_dim, g.n_head);
   }
   const std::string per_value =
-      s.dtype == kv::KvDtype::q8_0
-          ? std::string("8.5 bits per value: int8 + an fp16 scale per 32")
-          : std::to_string(kv::kv_dtype_bytes(s.dtype)) + " bytes per value";
+      stores_q8_0_rows(s.dtype) ? std::string("8.5 bits per value: int8 + an fp16 scale per 32")
+                                : std::to_string(kv::kv_dtype_bytes(s.dtype)) + " bytes per value";
   std::printf("cache    %s (%s), seq_len %s, batch %s\n", kv_dtype_name(s.dtype), per_value.c_str(),
               with_commas(s.seq_len).c_str(), with_commas(s.batch).c_str());
   if (g.sliding_window > 0) {
@@ -254,9 +260,10 @@ void add_kv_size_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--preset", options->preset, "a built-in model: " + presets);
   cmd->add_option("--seq-len", options->seq_len, "tokens per sequence (T)")->required();
   cmd->add_option("--batch", options->batch, "sequences (B)")->capture_default_str();
-  cmd->add_option("--dtype", options->dtype,
-                  "cache element type: f32, f16, bf16, fp8, int8, q8_0 (default: the checkpoint's "
-                  "torch_dtype, f32 when the config has none)");
+  cmd->add_option(
+      "--dtype", options->dtype,
+      "cache element type: f32, f16, bf16, fp8, int8, q8_0, q8_0_kc (default: the checkpoint's "
+      "torch_dtype, f32 when the config has none)");
   cmd->add_flag("--json", options->json, "print one JSON object");
   cmd->callback([options, exit_code]() {
     const Status status = run_kv_size(*options);
