@@ -95,7 +95,8 @@ TEST(QuantizeK, SameBytesAsGgml) {
   ASSERT_EQ(n % 256, 0u);
   std::vector<float> x(n);
   in.read(reinterpret_cast<char*>(x.data()), 4 * n);
-  for (DType type : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0, DType::kQ4_0}) {
+  // The fixture's order (ggml_quants_fixture.c): each type appended after the earlier ones.
+  for (DType type : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0, DType::kQ4_0, DType::kQ5_0}) {
     std::vector<uint8_t> expected(dtype_bytes(type, n));
     in.read(reinterpret_cast<char*>(expected.data()),
             static_cast<std::streamsize>(expected.size()));
@@ -108,6 +109,7 @@ TEST(QuantizeK, SameBytesAsGgml) {
           << dtype_name(type) << " block " << b << " (values from "
           << b * dtype_block_elements(type) << ")";
   }
+  EXPECT_EQ(in.peek(), std::char_traits<char>::eof()) << "fixture has bytes this test ignores";
 }
 
 // Quantizing what a quantization dequantizes to gives its values back (the quantizers fit

@@ -1,5 +1,5 @@
 // Writes tests/golden/ggml_quants.bin: inputs and the bytes ggml's own reference quantizers
-// (quantize_row_{q8_0,q4_0,q4_K,q6_K}_ref, what llama-quantize writes without an importance
+// (quantize_row_{q8_0,q4_0,q5_0,q4_K,q6_K}_ref, what llama-quantize writes without an importance
 // matrix) make of them, so tests/ops/quantize_k_test.cpp can check that kvlm writes the same
 // bytes. Built against a ggml checkout (GGML: ggml-org/ggml at any recent commit; this file was
 // made with d99724f2b141fed9e1a9f402213506c081433465), ggml-base's flags (no -march, so no fma):
@@ -7,7 +7,8 @@
 //      $GGML/src/ggml-quants.c -lm -o /tmp/ggml_quants_fixture
 //   /tmp/ggml_quants_fixture tests/golden/ggml_quants.bin
 // File layout (little-endian): "KVQF", u32 n (values, a multiple of 256), f32 x[n], then the
-// Q4_K, Q6_K, Q8_0 and Q4_0 bytes of x in that order.
+// Q4_K, Q6_K, Q8_0, Q4_0 and Q5_0 bytes of x in that order (Q5_0 came last, so the bytes
+// before it are those of the file without it).
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -74,10 +75,12 @@ int main(int argc, char** argv) {
   static block_q6_K q6k[kBlocks];
   static block_q8_0 q80[kN / 32];
   static block_q4_0 q40[kN / 32];
+  static block_q5_0 q50[kN / 32];
   quantize_row_q4_K_ref(x, q4k, kN);
   quantize_row_q6_K_ref(x, q6k, kN);
   quantize_row_q8_0_ref(x, q80, kN);
   quantize_row_q4_0_ref(x, q40, kN);
+  quantize_row_q5_0_ref(x, q50, kN);
   FILE* f = fopen(argv[1], "wb");
   if (!f) return perror(argv[1]), 1;
   const uint32_t n = kN;
@@ -88,5 +91,6 @@ int main(int argc, char** argv) {
   fwrite(q6k, sizeof q6k, 1, f);
   fwrite(q80, sizeof q80, 1, f);
   fwrite(q40, sizeof q40, 1, f);
+  fwrite(q50, sizeof q50, 1, f);
   return fclose(f) != 0;
 }
