@@ -40,7 +40,7 @@ struct Completion;  // below
 struct ModelSource {
   std::string path;
   std::string tokenizer_path;  // empty: the model folder's own tokenizer files, if any
-  std::string weights;         // "", "f32", "f16", "bf16": convert matrices on load
+  std::string weights;         // "" (as stored) or a --weights type: convert matrices on load
 };
 
 // A model with its tokenizer (which may be absent: ids-only use) and the generation

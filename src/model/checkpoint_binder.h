@@ -20,6 +20,9 @@ namespace kvlm {
 // What every loader takes.
 struct LoadOptions {
   std::optional<DType> convert_weights;  // --weights: convert matrices on load
+  // --weights q4_k_mix: `kvlm convert --type q4_k_mix`'s per-tensor choice (load_model only:
+  // the model is loaded as stored, then re-stored by gguf_model.h's restore_as_gguf).
+  bool q4_k_mix = false;
 };
 
 // What keeps a model's weight views valid: the mapped file (llama2.c model.bin), the open

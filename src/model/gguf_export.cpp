@@ -219,18 +219,34 @@ DType gguf_stored_type(const GgufTypes&, DType preferred, int64_t n_in, DType so
   return stored_weight_type(preferred, n_in, source);
 }
 
-Status write_gguf(const Model& model, const Tokenizer* tokenizer, const GgufTypes& types,
-                  const std::string& path, int n_threads) {
-  GgufWriter w;
+namespace {
+
+Status export_model(GgufWriter* w, const Model& model, const Tokenizer* tokenizer,
+                    const GgufTypes& types, int n_threads) {
   if (const auto* gpt2 = dynamic_cast<const Gpt2Model*>(&model)) {
-    KVLM_RETURN_IF_ERROR(export_gpt2(&w, *gpt2, types, n_threads));
+    KVLM_RETURN_IF_ERROR(export_gpt2(w, *gpt2, types, n_threads));
   } else if (const auto* llama = dynamic_cast<const LlamaModel*>(&model)) {
-    KVLM_RETURN_IF_ERROR(export_llama(&w, *llama, types, n_threads));
+    KVLM_RETURN_IF_ERROR(export_llama(w, *llama, types, n_threads));
   } else {
     return Status::error("this model's architecture has no GGUF writer");
   }
-  if (tokenizer) KVLM_RETURN_IF_ERROR(export_tokenizer(&w, *tokenizer));
+  if (tokenizer) KVLM_RETURN_IF_ERROR(export_tokenizer(w, *tokenizer));
+  return Status::ok();
+}
+
+}  // namespace
+
+Status write_gguf(const Model& model, const Tokenizer* tokenizer, const GgufTypes& types,
+                  const std::string& path, int n_threads) {
+  GgufWriter w;
+  KVLM_RETURN_IF_ERROR(export_model(&w, model, tokenizer, types, n_threads));
   return w.write(path);
+}
+
+Result<std::vector<uint8_t>> gguf_bytes(const Model& model, const GgufTypes& types, int n_threads) {
+  GgufWriter w;
+  KVLM_RETURN_IF_ERROR(export_model(&w, model, nullptr, types, n_threads));
+  return w.bytes();
 }
 
 }  // namespace kvlm

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "model/model.h"
 #include "ops/dtype.h"
@@ -44,6 +45,8 @@ DType gguf_stored_type(const GgufTypes& types, DType preferred, int64_t n_in, DT
 // Matrices are converted with `n_threads` threads (the bytes do not depend on it).
 Status write_gguf(const Model& model, const Tokenizer* tokenizer, const GgufTypes& types,
                   const std::string& path, int n_threads = 1);
+// The file write_gguf writes (without a tokenizer), in memory: `--weights q4_k_mix` at load.
+Result<std::vector<uint8_t>> gguf_bytes(const Model& model, const GgufTypes& types, int n_threads);
 inline Status write_gguf(const Model& model, const Tokenizer* tokenizer, DType type,
                          const std::string& path) {
   return write_gguf(model, tokenizer, GgufTypes{type, false}, path);

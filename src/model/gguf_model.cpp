@@ -5,6 +5,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "model/gguf_export.h"
 #include "model/llama.h"
 #include "model/quantize_weights.h"
 #include "model/random_gpt2.h"
@@ -20,6 +21,7 @@ constexpr uint64_t kMaxContext = 1 << 20;
 struct GgufStorage {
   GgufFile file;
   OwnedTensors owned;
+  std::vector<uint8_t> bytes;  // the file, when it was made in memory (restore_as_gguf)
 };
 
 // Binds tensors of a parsed file into weight views, checking names, shapes and types.
@@ -305,13 +307,24 @@ Result<std::unique_ptr<Model>> create_llama(std::shared_ptr<GgufStorage> storage
 }  // namespace
 
 Result<std::unique_ptr<Model>> create_gguf_model(GgufFile file, const LoadOptions& options) {
-  auto storage = std::make_shared<GgufStorage>(GgufStorage{std::move(file), {}});
+  auto storage = std::make_shared<GgufStorage>(GgufStorage{std::move(file), {}, {}});
   const GgufFile& f = storage->file;
   KVLM_ASSIGN_OR_RETURN(const std::string_view arch, f.get_string("general.architecture"));
   if (arch == "gpt2") return create_gpt2(std::move(storage), options);
   if (arch == "llama") return create_llama(std::move(storage), options);
   return Status::error(f.where_key("general.architecture") + ": \"" + std::string(arch) +
                        "\" is not supported (supported: " + kGgufArchitectures + ")");
+}
+
+Result<std::unique_ptr<Model>> restore_as_gguf(const Model& model, const GgufTypes& types,
+                                               int n_threads, const std::string& source) {
+  KVLM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, gguf_bytes(model, types, n_threads));
+  // The parsed file's views point into `bytes`' heap block, which moving the vector keeps.
+  KVLM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::parse(bytes, source));
+  auto storage = std::make_shared<GgufStorage>(GgufStorage{std::move(file), {}, std::move(bytes)});
+  const std::string_view arch = storage->file.get_string("general.architecture").value();
+  return arch == "gpt2" ? create_gpt2(std::move(storage), LoadOptions{})
+                        : create_llama(std::move(storage), LoadOptions{});
 }
 
 bool has_gguf_magic(const std::string& path) {

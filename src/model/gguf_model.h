@@ -9,6 +9,7 @@
 #include <string>
 
 #include "model/gguf.h"
+#include "model/gguf_export.h"
 #include "model/gpt2.h"
 #include "model/model.h"
 
@@ -21,6 +22,14 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path, const Lo
 // The same from a parsed file (tests, the fuzz target). The model keeps `file` alive; a file
 // parsed from a caller's buffer needs that buffer to outlive the model.
 Result<std::unique_ptr<Model>> create_gguf_model(GgufFile file, const LoadOptions& options);
+
+// `model` stored as `kvlm convert --type` would store it (`types`: q4_k_mix's per-tensor
+// choice), through the same writer, in memory: `--weights q4_k_mix` at load, so the loaded
+// matrices hold a converted file's bytes. Matrices are quantized on `n_threads` threads (the
+// bytes do not depend on it). Refused for what kvlm cannot write as GGUF (biases in Llama).
+// `source` names the model in messages.
+Result<std::unique_ptr<Model>> restore_as_gguf(const Model& model, const GgufTypes& types,
+                                               int n_threads, const std::string& source);
 
 // Whether `path` is a file that begins with GGUF's magic (how kvlm recognises GGUF, whatever the
 // file's name).

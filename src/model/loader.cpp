@@ -2,9 +2,11 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "model/gguf_model.h"
 #include "model/gpt2_hf.h"
@@ -15,6 +17,13 @@
 namespace kvlm {
 
 Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOptions& options) {
+  if (options.q4_k_mix) {
+    KVLM_ASSIGN_OR_RETURN(auto stored, load_model(path, LoadOptions{}));
+    const int n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    auto mixed = restore_as_gguf(*stored, GgufTypes{DType::kQ4_K, true}, n_threads, path);
+    if (!mixed) return Status::error("--weights q4_k_mix: " + mixed.status().message());
+    return mixed;
+  }
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return Status::error(path + ": no such file or folder");
   if (!S_ISDIR(st.st_mode)) {
@@ -47,6 +56,20 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOpt
   }
   return Status::error(config_path + ": model_type \"" + model_type +
                        "\" is not supported (supported: gpt2, llama, mistral)");
+}
+
+Result<LoadOptions> load_options_for_weights(const std::string& name) {
+  LoadOptions options;
+  if (name.empty()) return options;
+  const std::optional<GgufTypes> types = parse_gguf_types(name);
+  if (!types)
+    return Status::error("--weights: unknown type '" + name +
+                         "' (expected f32, f16, bf16, q8_0, q4_0, q5_0, q4_k, q6_k or q4_k_mix)");
+  if (types->q4_k_mix)
+    options.q4_k_mix = true;
+  else
+    options.convert_weights = types->type;
+  return options;
 }
 
 }  // namespace kvlm

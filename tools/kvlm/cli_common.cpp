@@ -15,8 +15,10 @@ void add_model_flags(CLI::App* cmd, ModelFlags* flags, bool model_required) {
                   "Convert weight matrices on load to f32, f16, bf16, or quantize them to "
                   "q8_0, q4_0, q5_0, q4_k or q6_k (default: as stored; matrices whose rows are "
                   "not whole blocks fall back as llama.cpp's do: q4_k to q5_0, q6_k to q8_0, "
-                  "else f16; the types used are reported)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q5_0", "q4_k", "q6_k"}));
+                  "else f16; the types used are reported); q4_k_mix: Q4_K and Q6_K per tensor "
+                  "as `kvlm convert --type q4_k_mix` (llama.cpp's Q4_K_M)")
+      ->check(CLI::IsMember(
+          {"f32", "f16", "bf16", "q8_0", "q4_0", "q5_0", "q4_k", "q6_k", "q4_k_mix"}));
   // Bounded well below what makes the OpenMP runtime fail to start its threads (it aborts
   // then, with a message that names no flag).
   cmd->add_option("--threads", flags->threads, "Worker threads, at most 256 (default: all cores)")
@@ -25,7 +27,9 @@ void add_model_flags(CLI::App* cmd, ModelFlags* flags, bool model_required) {
 
 void report_weight_types(const Model& model, const ModelFlags& flags) {
   const std::string types = model.weight_types();
-  if (!flags.weights.empty() && types.find(',') != std::string::npos)
+  if (flags.weights == "q4_k_mix")  // a mix by design: say which types, nothing fell back
+    std::fprintf(stderr, "kvlm: --weights q4_k_mix: matrices stored as %s\n", types.c_str());
+  else if (!flags.weights.empty() && types.find(',') != std::string::npos)
     std::fprintf(stderr,
                  "kvlm: --weights %s: matrices stored as %s (rows that are not whole %s "
                  "blocks fall back as llama.cpp's do)\n",
@@ -33,8 +37,7 @@ void report_weight_types(const Model& model, const ModelFlags& flags) {
 }
 
 Result<std::unique_ptr<Model>> load_model_from_flags(const ModelFlags& flags) {
-  LoadOptions options;
-  if (!flags.weights.empty()) options.convert_weights = parse_dtype(flags.weights);
+  KVLM_ASSIGN_OR_RETURN(const LoadOptions options, load_options_for_weights(flags.weights));
   auto model = load_model(flags.model, options);
   if (model) report_weight_types(*model.value(), flags);
   return model;

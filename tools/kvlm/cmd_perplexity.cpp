@@ -72,7 +72,7 @@ Status set_up_base(const PerplexityFlags& flags, Model& model, const Parallel& p
     base->kv.window = window;
   }
   if (!flags.compare_weights.empty()) {
-    if (!parse_dtype(flags.compare_weights))
+    if (!load_options_for_weights(flags.compare_weights))
       return Status::error("--compare-weights: unknown weight type '" + flags.compare_weights +
                            "'; give one --weights accepts");
     ModelFlags other = flags.model;
