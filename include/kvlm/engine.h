@@ -41,6 +41,7 @@ struct ModelSource {
   std::string path;
   std::string tokenizer_path;  // empty: the model folder's own tokenizer files, if any
   std::string weights;         // "" (as stored) or a --weights type: convert matrices on load
+  int n_threads = 0;           // threads that convert them (0: every core); same bytes at any
 };
 
 // A model with its tokenizer (which may be absent: ids-only use) and the generation

@@ -21,7 +21,8 @@ Result<std::unique_ptr<Tokenizer>> find_tokenizer(const ModelSource& source) {
 }  // namespace
 
 Result<std::shared_ptr<LoadedModel>> LoadedModel::load(const ModelSource& source) {
-  KVLM_ASSIGN_OR_RETURN(const LoadOptions options, load_options_for_weights(source.weights));
+  KVLM_ASSIGN_OR_RETURN(LoadOptions options, load_options_for_weights(source.weights));
+  options.n_threads = source.n_threads;
   KVLM_ASSIGN_OR_RETURN(std::shared_ptr<Model> model, load_model(source.path, options));
   KVLM_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tokenizer, find_tokenizer(source));
   return from_parts(std::move(model), std::move(tokenizer));

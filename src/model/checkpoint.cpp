@@ -120,13 +120,13 @@ Result<const SafetensorsEntry*> Checkpoint::require(const std::string& name,
 Result<WeightMatrix> Checkpoint::matrix(const std::string& name,
                                         const std::vector<std::string>& prefixes, int rows,
                                         int cols, WeightLayout layout,
-                                        std::optional<DType> convert_to,
-                                        OwnedTensors* owned) const {
+                                        std::optional<DType> convert_to, OwnedTensors* owned,
+                                        int n_threads) const {
   if (convert_to && dtype_is_quantized(*convert_to)) {  // --weights q8_0|q4_0
     KVLM_ASSIGN_OR_RETURN(const WeightMatrix plain,
                           matrix(name, prefixes, rows, cols, layout, std::nullopt, owned));
     return convert_matrix_on_load(plain, *convert_to, owned,
-                                  description_ + ": tensor '" + name + "'");
+                                  description_ + ": tensor '" + name + "'", n_threads);
   }
   KVLM_ASSIGN_OR_RETURN(const SafetensorsEntry* e, require(name, prefixes, {rows, cols}));
   WeightMatrix m;

@@ -37,10 +37,12 @@ class Checkpoint {
   const std::string& description() const { return description_; }
 
   // A 2-D weight of shape [rows, cols] as a matrix view. Used in place when stored as F32, F16
-  // or BF16 and aligned; converted into `owned` when `convert_to` differs or it is misaligned.
+  // or BF16 and aligned; converted into `owned` when `convert_to` differs or it is misaligned
+  // (quantized on `n_threads`, 0: omp_get_max_threads()).
   Result<WeightMatrix> matrix(const std::string& name, const std::vector<std::string>& prefixes,
                               int rows, int cols, WeightLayout layout,
-                              std::optional<DType> convert_to, OwnedTensors* owned) const;
+                              std::optional<DType> convert_to, OwnedTensors* owned,
+                              int n_threads = 0) const;
   // A tensor of `n` elements (any shape with that many elements if `shape` is empty,
   // otherwise exactly `shape`) widened to an owned fp32 array.
   Result<const float*> vector_f32(const std::string& name, const std::vector<std::string>& prefixes,

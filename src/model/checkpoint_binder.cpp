@@ -3,8 +3,12 @@
 namespace kvlm {
 
 CheckpointBinder::CheckpointBinder(const Checkpoint& checkpoint, std::vector<std::string> prefixes,
-                                   std::optional<DType> convert, OwnedTensors* owned)
-    : checkpoint_(checkpoint), prefixes_(std::move(prefixes)), convert_(convert), owned_(owned) {}
+                                   const LoadOptions& options, OwnedTensors* owned)
+    : checkpoint_(checkpoint),
+      prefixes_(std::move(prefixes)),
+      convert_(options.convert_weights),
+      n_threads_(options.n_threads),
+      owned_(owned) {}
 
 Status CheckpointBinder::matrix(const std::string& name, int rows, int cols, WeightLayout layout,
                                 WeightMatrix* out) const {
@@ -13,8 +17,8 @@ Status CheckpointBinder::matrix(const std::string& name, int rows, int cols, Wei
 
 Status CheckpointBinder::matrix(const std::string& name, int rows, int cols, WeightLayout layout,
                                 const std::vector<std::string>& prefixes, WeightMatrix* out) const {
-  KVLM_ASSIGN_OR_RETURN(*out,
-                        checkpoint_.matrix(name, prefixes, rows, cols, layout, convert_, owned_));
+  KVLM_ASSIGN_OR_RETURN(
+      *out, checkpoint_.matrix(name, prefixes, rows, cols, layout, convert_, owned_, n_threads_));
   return Status::ok();
 }
 

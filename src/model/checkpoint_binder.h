@@ -23,6 +23,7 @@ struct LoadOptions {
   // --weights q4_k_mix: `kvlm convert --type q4_k_mix`'s per-tensor choice (load_model only:
   // the model is loaded as stored, then re-stored by gguf_model.h's restore_as_gguf).
   bool q4_k_mix = false;
+  int n_threads = 0;  // --threads: what quantizes at load (0: omp_get_max_threads())
 };
 
 // What keeps a model's weight views valid: the mapped file (llama2.c model.bin), the open
@@ -38,9 +39,9 @@ struct WeightStorage {
 class CheckpointBinder {
  public:
   // `prefixes`: what the architecture's tensor names may start with, tried in order ("" = as
-  // given). `convert`: --weights, applied to matrices only.
+  // given). `options`: --weights, applied to matrices only, on options.n_threads.
   CheckpointBinder(const Checkpoint& checkpoint, std::vector<std::string> prefixes,
-                   std::optional<DType> convert, OwnedTensors* owned);
+                   const LoadOptions& options, OwnedTensors* owned);
 
   // A 2-D weight [rows, cols] as a matrix view. `prefixes` overrides the binder's (lm_head sits
   // outside a model's prefix).
@@ -62,6 +63,7 @@ class CheckpointBinder {
   const Checkpoint& checkpoint_;
   std::vector<std::string> prefixes_;
   std::optional<DType> convert_;
+  int n_threads_;
   OwnedTensors* owned_;
 };
 

@@ -63,9 +63,11 @@ class GgufBinder {
       *out = m;
       return Status::ok();
     }
-    KVLM_ASSIGN_OR_RETURN(*out, to == m.dtype
-                                    ? convert_weight_matrix(m, to, owned_, f_.where_tensor(name))
-                                    : convert_matrix_on_load(m, to, owned_, f_.where_tensor(name)));
+    KVLM_ASSIGN_OR_RETURN(
+        *out,
+        to == m.dtype
+            ? convert_weight_matrix(m, to, owned_, f_.where_tensor(name), options_.n_threads)
+            : convert_matrix_on_load(m, to, owned_, f_.where_tensor(name), options_.n_threads));
     return Status::ok();
   }
 

@@ -17,7 +17,7 @@ Result<std::unique_ptr<Gpt2Model>> create_gpt2_hf(ModelConfig config, Checkpoint
   auto storage = std::make_unique<WeightStorage>();
   storage->checkpoint = std::move(checkpoint);
   const Checkpoint& ckpt = *storage->checkpoint;
-  const CheckpointBinder b(ckpt, kPrefixes, options.convert_weights, &storage->owned);
+  const CheckpointBinder b(ckpt, kPrefixes, options, &storage->owned);
   const int C = config.n_embd, V = config.n_vocab, F = config.n_ff;
   constexpr WeightLayout kInOut = WeightLayout::kInOut, kOutIn = WeightLayout::kOutIn;
   Gpt2Weights w;

@@ -45,11 +45,12 @@ Llama2cLayout layout_of(const Llama2cHeader& h) {
   return s;
 }
 
-// Copies or converts a matrix into owned memory of dtype `to` (for --weights).
-WeightMatrix convert(const WeightMatrix& m, DType to, OwnedTensors* owned) {
+// Copies or converts a matrix into owned memory of dtype `to` (for --weights; quantized on
+// `n_threads`, 0: omp_get_max_threads()).
+WeightMatrix convert(const WeightMatrix& m, DType to, OwnedTensors* owned, int n_threads) {
   if (m.dtype == to) return m;
   if (dtype_is_quantized(to)) {  // cannot fail: widths that are not whole blocks fall back
-    auto q = convert_matrix_on_load(m, to, owned, "llama2.c matrix");
+    auto q = convert_matrix_on_load(m, to, owned, "llama2.c matrix", n_threads);
     return q ? q.value() : m;
   }
   const size_t n = static_cast<size_t>(m.n_in) * m.n_out;
@@ -207,7 +208,7 @@ Result<std::unique_ptr<LlamaModel>> load_llama2c(const std::string& path,
     m.layout = WeightLayout::kOutIn;
     m.n_in = n_in;
     m.n_out = n_out;
-    return convert(m, to, owned);
+    return convert(m, to, owned, options.n_threads);
   };
   const int C = c.n_embd, F = c.n_ff, Q = c.q_dim(), KV = c.kv_dim(), V = c.n_vocab;
   LlamaWeights w;

@@ -39,7 +39,7 @@ Result<std::unique_ptr<LlamaModel>> create_llama_hf(LlamaConfig config, Checkpoi
   const ModelConfig& c = config.model;
   const int C = c.n_embd, F = c.n_ff, Q = c.q_dim(), KV = c.kv_dim(), V = c.n_vocab;
   const int D = c.head_dim;
-  const CheckpointBinder b(ckpt, kPrefixes, options.convert_weights, &storage->owned);
+  const CheckpointBinder b(ckpt, kPrefixes, options, &storage->owned);
   constexpr WeightLayout kOutIn = WeightLayout::kOutIn;  // every matrix is an nn.Linear [out, in]
   LlamaWeights w;
   KVLM_RETURN_IF_ERROR(b.matrix("embed_tokens.weight", V, C, kOutIn, &w.embed));

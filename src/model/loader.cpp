@@ -1,5 +1,6 @@
 #include "model/loader.h"
 
+#include <omp.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -19,7 +20,7 @@ namespace kvlm {
 Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOptions& options) {
   if (options.q4_k_mix) {
     KVLM_ASSIGN_OR_RETURN(auto stored, load_model(path, LoadOptions{}));
-    const int n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int n_threads = options.n_threads > 0 ? options.n_threads : omp_get_max_threads();
     auto mixed = restore_as_gguf(*stored, GgufTypes{DType::kQ4_K, true}, n_threads, path);
     if (!mixed) return Status::error("--weights q4_k_mix: " + mixed.status().message());
     return mixed;

@@ -61,10 +61,11 @@ Result<std::vector<uint8_t>> weight_matrix_bytes(const WeightMatrix& m, DType to
 }
 
 Result<WeightMatrix> convert_weight_matrix(const WeightMatrix& m, DType to, OwnedTensors* owned,
-                                           const std::string& name) {
-  // Every core (OMP_NUM_THREADS caps it): the K-quants' scale searches run at about 7M weights/s
-  // per core, and the bytes do not depend on the thread count.
-  KVLM_ASSIGN_OR_RETURN(const auto bytes, weight_matrix_bytes(m, to, name, omp_get_max_threads()));
+                                           const std::string& name, int n_threads) {
+  // By default every core (OMP_NUM_THREADS caps it): the K-quants' scale searches run at about
+  // 7M weights/s per core, and the bytes do not depend on the thread count.
+  if (n_threads <= 0) n_threads = omp_get_max_threads();
+  KVLM_ASSIGN_OR_RETURN(const auto bytes, weight_matrix_bytes(m, to, name, n_threads));
   void* dst = owned->allocate(bytes.size());
   std::memcpy(dst, bytes.data(), bytes.size());
   WeightMatrix out = m;
@@ -85,10 +86,10 @@ DType stored_weight_type(DType wanted, int64_t n_in, DType source) {
 }
 
 Result<WeightMatrix> convert_matrix_on_load(const WeightMatrix& m, DType to, OwnedTensors* owned,
-                                            const std::string& name) {
+                                            const std::string& name, int n_threads) {
   const DType stored = stored_weight_type(to, m.n_in, m.dtype);
   if (stored == m.dtype) return m;
-  return convert_weight_matrix(m, stored, owned, name);
+  return convert_weight_matrix(m, stored, owned, name, n_threads);
 }
 
 std::string count_weight_types(const std::vector<const WeightMatrix*>& matrices) {

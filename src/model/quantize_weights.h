@@ -13,10 +13,10 @@ namespace kvlm {
 // `m` stored as `to`, in owned memory, always in WeightLayout::kOutIn ([n_out, n_in] rows, the
 // only layout block-quantized types have): a kInOut matrix is transposed. Each output row is
 // widened to fp32 (dequantized) and then rounded or quantized to `to` (quant.h's reference
-// quantizers), the rows split over every core (omp_get_max_threads(): the same bytes at any
-// count). `name` appears in errors (n_in not a whole number of blocks).
+// quantizers), the rows split over `n_threads` (0: omp_get_max_threads(); the same bytes at
+// any count). `name` appears in errors (n_in not a whole number of blocks).
 Result<WeightMatrix> convert_weight_matrix(const WeightMatrix& m, DType to, OwnedTensors* owned,
-                                           const std::string& name);
+                                           const std::string& name, int n_threads = 0);
 
 // The type a matrix of n_in-value rows is stored in when `wanted` is asked for (`--weights`,
 // `kvlm convert --type`): `wanted` when each row is a whole number of its blocks; otherwise
@@ -29,7 +29,7 @@ DType stored_weight_type(DType wanted, int64_t n_in, DType source);
 // What a loader does for `--weights TYPE`: convert_weight_matrix to
 // stored_weight_type(TYPE, m.n_in, m.dtype), or `m` itself when that is its own type.
 Result<WeightMatrix> convert_matrix_on_load(const WeightMatrix& m, DType to, OwnedTensors* owned,
-                                            const std::string& name);
+                                            const std::string& name, int n_threads = 0);
 
 // How many of `matrices` are stored in each type, most first: "Q4_K x 10, Q5_0 x 4, F16 x 2"
 // (what `--weights` made of a model whose rows do not all fit its blocks).

@@ -243,6 +243,64 @@ TEST(QuantizedLlamaLoad, RowsThatAreNotWholeBlocksFallBackAsLlamaCppDoes) {
   }
 }
 
+// Every matrix of two Llama models holds the same bytes, each in `type` when one is given.
+void expect_same_matrices(const Model& one, const Model& other, std::optional<DType> type,
+                          const std::string& what) {
+  const LlamaWeights& a = dynamic_cast<const LlamaModel&>(one).weights();
+  const LlamaWeights& b = dynamic_cast<const LlamaModel&>(other).weights();
+  auto same = [&](const WeightMatrix& x, const WeightMatrix& y, const std::string& name) {
+    if (type) {
+      EXPECT_EQ(x.dtype, *type) << what << " " << name;
+    }
+    EXPECT_EQ(x.dtype, y.dtype) << what << " " << name;
+    ASSERT_EQ(x.n_bytes(), y.n_bytes()) << what << " " << name;
+    EXPECT_EQ(0, std::memcmp(x.data, y.data, x.n_bytes())) << what << " " << name;
+  };
+  same(a.embed, b.embed, "embedding");
+  ASSERT_EQ(a.layers.size(), b.layers.size());
+  for (size_t l = 0; l < a.layers.size(); ++l) {
+    const LlamaLayer &x = a.layers[l], &y = b.layers[l];
+    const std::string at = "layer " + std::to_string(l) + " ";
+    same(x.wq, y.wq, at + "wq");
+    same(x.wk, y.wk, at + "wk");
+    same(x.wv, y.wv, at + "wv");
+    same(x.wo, y.wo, at + "wo");
+    same(x.w1, y.w1, at + "w1");
+    same(x.w2, y.w2, at + "w2");
+    same(x.w3, y.w3, at + "w3");
+  }
+}
+
+// --threads at load (LoadOptions::n_threads) splits the quantization's rows over that many
+// threads: the same bytes at 1 and 3, for a plain type and for q4_k_mix (which converts through
+// the GGUF writer), from a safetensors folder and from a GGUF file.
+TEST(QuantizedLlamaLoad, MatrixBytesDoNotDependOnLoadOptionsThreads) {
+  test::TempDir dir;
+  ASSERT_TRUE(
+      write_llama_hf(dir.path(), random_llama_weights(block_llama_config(DType::kQ4_K), 5), {})
+          .is_ok());
+  auto f32 = load(dir.path(), std::nullopt);
+  ASSERT_NE(f32, nullptr);
+  const std::string gguf = dir.file("f32.gguf");
+  ASSERT_TRUE(write_gguf(*f32, nullptr, DType::kF32, gguf).is_ok());
+  for (const std::string& path : {dir.path(), gguf})
+    for (const char* weights : {"q4_k", "q6_k", "q4_k_mix"}) {
+      std::unique_ptr<Model> models[2];
+      for (int i = 0; i < 2; ++i) {
+        LoadOptions options = load_options_for_weights(weights).value();
+        options.n_threads = i == 0 ? 1 : 3;
+        auto model = load_model(path, options);
+        ASSERT_TRUE(model.is_ok()) << model.message();
+        models[i] = std::move(model.value());
+      }
+      expect_same_matrices(*models[0], *models[1],
+                           std::string(weights) == "q4_k_mix"
+                               ? std::nullopt
+                               : std::optional<DType>(parse_dtype(weights)),
+                           std::string(weights) + " from " + path);
+    }
+}
+
 // Quantizing at load splits each matrix's rows over every core: a model loaded at 1 and at 3
 // OpenMP threads holds the same bytes in every matrix, for every block type.
 TEST(QuantizedLlamaLoad, MatrixBytesDoNotDependOnTheThreadsLoadingThem) {

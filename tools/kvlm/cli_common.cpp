@@ -37,7 +37,8 @@ void report_weight_types(const Model& model, const ModelFlags& flags) {
 }
 
 Result<std::unique_ptr<Model>> load_model_from_flags(const ModelFlags& flags) {
-  KVLM_ASSIGN_OR_RETURN(const LoadOptions options, load_options_for_weights(flags.weights));
+  KVLM_ASSIGN_OR_RETURN(LoadOptions options, load_options_for_weights(flags.weights));
+  options.n_threads = flags.threads;  // 0 (not given): every core
   auto model = load_model(flags.model, options);
   if (model) report_weight_types(*model.value(), flags);
   return model;

@@ -175,7 +175,8 @@ int run_generate(const GenerateFlags& flags) {
   auto paged = paged_options_from_flags(flags.paged);
   if (!paged) return fail(paged.status());
   KVLM_CLI_RETURN_IF_ERROR(kv_storage_from_flag(flags.kv_dtype).status());
-  auto model = LoadedModel::load({flags.model.model, flags.tokenizer, flags.model.weights});
+  auto model = LoadedModel::load(
+      {flags.model.model, flags.tokenizer, flags.model.weights, flags.model.threads});
   if (!model) return fail(model.status());
   const LoadedModel& lm = *model.value();
   report_weight_types(lm.model(), flags.model);
