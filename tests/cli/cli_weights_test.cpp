@@ -73,5 +73,18 @@ TEST(CliWeights, Q4KMixAtLoadEqualsTheConvertedFile) {
   EXPECT_NE(unknown.err.find("--weights"), std::string::npos) << unknown.err;
 }
 
+// serve takes --weights as every other command that runs a model (ServeE2e.OpenAiClient serves a
+// q4_0 model and checks its completions against `kvlm generate --weights q4_0`); an unknown type
+// is refused naming the flag, before anything is bound.
+TEST(CliWeights, ServeRefusesAnUnknownType) {
+  test::TempDir dir;
+  ASSERT_TRUE(write_random_gpt2(dir.path(), test::tiny_gpt2_config(), {}).is_ok());
+  const test::CommandResult r =
+      test::run_kvlm("serve --model '" + dir.path() + "' --port 0 --weights q3_k");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--weights"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("q3_k"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace kvlm

@@ -3,7 +3,7 @@
 // Every server listens on a free 127.0.0.1 port (--port 0, read back from its ready line) and
 // is killed when the script ends, whatever happens; every wait is bounded; the whole run has a
 // deadline. Exit code 0 when every check passed.
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 
@@ -322,6 +322,17 @@ check("--kv-window: requests run past the context, bounded by the window's memor
   const e = await expectError(client(plain).completions.create(req), 400, /maximum context length is 48.*123 tokens/);
   assert.equal(e.code, "context_length_exceeded");
   plain.kill("SIGTERM");
+});
+
+check("--weights q4_0: the served model is the one `kvlm generate --weights q4_0` runs", async () => {
+  const server = await startServer(args.gpt2, ["--model-name", "gpt2", "--weights", "q4_0"]);
+  assert.match(server.log, /--weights q4_0 \(matrices Q4_0 x \d+\)/);
+  const prompt = [72, 101, 108, 108, 111];
+  const served = await client(server).completions.create({ model: "gpt2", prompt, max_tokens: 12, temperature: 0 });
+  const local = spawnSync(args.kvlm, ["generate", "--model", args.gpt2, "--weights", "q4_0", "--ids", prompt.join(","), "--max-new", "12", "--json", "--threads", "1"], { encoding: "utf8", timeout: 60_000 });
+  assert.equal(local.status, 0, local.stderr);
+  assert.equal(served.choices[0].text, JSON.parse(local.stdout).sequences[0].text);
+  server.kill("SIGTERM");
 });
 
 check("SIGTERM: open streams end with [DONE], exit code 0", async () => {

@@ -5,13 +5,13 @@
 #include <cstdlib>
 #include <thread>
 
+#include "model/gguf_model.h"
+#include "model/random_gpt2.h"
+
 namespace kvlm::cli {
 
-void add_model_flags(CLI::App* cmd, ModelFlags* flags, bool model_required) {
-  auto* model = cmd->add_option("--model", flags->model,
-                                "Model folder (Hugging Face: config.json + model.safetensors)");
-  if (model_required) model->required();
-  cmd->add_option("--weights", flags->weights,
+void add_weights_flag(CLI::App* cmd, std::string* weights) {
+  cmd->add_option("--weights", *weights,
                   "Convert weight matrices on load to f32, f16, bf16, or quantize them to "
                   "q8_0, q4_0, q5_0, q4_k or q6_k (default: as stored; matrices whose rows are "
                   "not whole blocks fall back as llama.cpp's do: q4_k to q5_0, q6_k to q8_0, "
@@ -19,6 +19,13 @@ void add_model_flags(CLI::App* cmd, ModelFlags* flags, bool model_required) {
                   "as `kvlm convert --type q4_k_mix` (llama.cpp's Q4_K_M)")
       ->check(CLI::IsMember(
           {"f32", "f16", "bf16", "q8_0", "q4_0", "q5_0", "q4_k", "q6_k", "q4_k_mix"}));
+}
+
+void add_model_flags(CLI::App* cmd, ModelFlags* flags, bool model_required) {
+  auto* model = cmd->add_option("--model", flags->model,
+                                "Model folder (Hugging Face: config.json + model.safetensors)");
+  if (model_required) model->required();
+  add_weights_flag(cmd, &flags->weights);
   // Bounded well below what makes the OpenMP runtime fail to start its threads (it aborts
   // then, with a message that names no flag).
   cmd->add_option("--threads", flags->threads, "Worker threads, at most 256 (default: all cores)")
@@ -42,6 +49,18 @@ Result<std::unique_ptr<Model>> load_model_from_flags(const ModelFlags& flags) {
   auto model = load_model(flags.model, options);
   if (model) report_weight_types(*model.value(), flags);
   return model;
+}
+
+Result<std::unique_ptr<Model>> make_random_gpt2_from_flags(const ModelFlags& flags) {
+  KVLM_ASSIGN_OR_RETURN(const LoadOptions load, load_options_for_weights(flags.weights));
+  RandomGpt2Options options;  // seed 1234, as `kvlm demo`
+  options.dtype = load.convert_weights.value_or(DType::kF32);
+  auto model = make_random_gpt2(gpt2_small_config(), options);
+  if (!model) return model.status();
+  if (load.q4_k_mix)
+    return restore_as_gguf(*model.value(), GgufTypes{DType::kQ4_K, true},
+                           parallel_from_flags(flags).n_threads, "<random GPT-2>");
+  return std::unique_ptr<Model>(std::move(model.value()));
 }
 
 Parallel parallel_from_flags(const ModelFlags& flags) {

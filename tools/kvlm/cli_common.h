@@ -20,6 +20,8 @@ struct ModelFlags {
   int threads = 0;      // --threads (0: all cores)
 };
 
+// Adds --weights (what load_options_for_weights takes) to `cmd`.
+void add_weights_flag(CLI::App* cmd, std::string* weights);
 // Adds --model (required or not), --weights and --threads to `cmd`.
 void add_model_flags(CLI::App* cmd, ModelFlags* flags, bool model_required);
 // load_model with --weights; reports (report_weight_types) what the matrices became.
@@ -28,6 +30,9 @@ Result<std::unique_ptr<Model>> load_model_from_flags(const ModelFlags& flags);
 // are not whole blocks: stored_weight_type's fallbacks), counting each type used.
 void report_weight_types(const Model& model, const ModelFlags& flags);
 Parallel parallel_from_flags(const ModelFlags& flags);
+// GPT-2 124M's shape with seeded random weights (seed 1234, as bench and demo make it), made in
+// memory in the storage type --weights names (q4_k_mix: through convert's writer).
+Result<std::unique_ptr<Model>> make_random_gpt2_from_flags(const ModelFlags& flags);
 
 // Parses "7,3,19" (commas and/or spaces) into ids; `flag` names the source in errors.
 Result<std::vector<int32_t>> parse_id_list(const std::string& text, const std::string& flag);

@@ -49,15 +49,7 @@ Status pin_simd_from_flag(const std::string& name) {
 
 Result<std::unique_ptr<Model>> bench_model(const ModelFlags& flags) {
   if (!flags.model.empty()) return load_model_from_flags(flags);
-  KVLM_ASSIGN_OR_RETURN(const LoadOptions load, load_options_for_weights(flags.weights));
-  RandomGpt2Options options;  // seed 1234, as `kvlm demo`
-  options.dtype = load.convert_weights.value_or(DType::kF32);
-  auto model = make_random_gpt2(gpt2_small_config(), options);
-  if (!model) return model.status();
-  if (load.q4_k_mix)
-    return restore_as_gguf(*model.value(), GgufTypes{DType::kQ4_K, true},
-                           parallel_from_flags(flags).n_threads, "<random GPT-2>");
-  return std::unique_ptr<Model>(std::move(model.value()));
+  return make_random_gpt2_from_flags(flags);
 }
 
 // --paged: without --model, a model with GPT-2 124M's KV shape but a thin MLP, so it runs in

@@ -2,7 +2,7 @@
 //   kvlm serve --model PATH [--tokenizer PATH] [--host 127.0.0.1] [--port 8080]
 //              [--kv-memory BYTES] [--block-size N] [--max-seqs N] [--max-batch-tokens N]
 //              [--max-queue N] [--api-key KEY] [--model-name NAME] [--chat-template NAME]
-//              [--threads N] [--kv-dtype D] [--kv-window W [--sink-tokens S]]
+//              [--threads N] [--weights TYPE] [--kv-dtype D] [--kv-window W [--sink-tokens S]]
 // The port answers /health (503 "loading") while the model loads. One line on standard error
 // when ready, one per finished request. SIGINT or SIGTERM: stop accepting, end open streams
 // (their requests cancelled, each stream closed with a final chunk and [DONE]), exit 0.
@@ -20,7 +20,6 @@
 #include "kv_flags.h"
 #include "kvlm/engine.h"
 #include "model/model.h"
-#include "model/random_gpt2.h"
 #include "paged_flags.h"
 #include "serve/chat_template.h"
 #include "serve/server.h"
@@ -32,6 +31,7 @@ namespace {
 struct ServeFlags {
   std::string model;
   std::string tokenizer;
+  std::string weights;  // --weights: as every command that runs a model (load_options_for_weights)
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string kv_memory;
@@ -106,8 +106,14 @@ Status check_flags(const ServeFlags& f) {
 // --random-model: the GPT-2 124M-shaped model `kvlm bench` and `kvlm demo` make (seed 1234), in
 // memory; its tokens are meaningless, its speed is real. Without --tokenizer, prompts are ids.
 Result<std::shared_ptr<LoadedModel>> load(const ServeFlags& flags) {
-  if (!flags.random_model) return LoadedModel::load(ModelSource{flags.model, flags.tokenizer, ""});
-  auto model = make_random_gpt2(gpt2_small_config(), RandomGpt2Options{});
+  const ModelFlags model_flags{flags.model, flags.weights, flags.threads};
+  if (!flags.random_model) {
+    Result<std::shared_ptr<LoadedModel>> loaded =
+        LoadedModel::load(ModelSource{flags.model, flags.tokenizer, flags.weights, flags.threads});
+    if (loaded) report_weight_types(loaded.value()->model(), model_flags);
+    return loaded;
+  }
+  auto model = make_random_gpt2_from_flags(model_flags);
   if (!model) return model.status();
   std::shared_ptr<const Tokenizer> tokenizer;
   if (!flags.tokenizer.empty()) {
@@ -178,6 +184,9 @@ int run_serve(const ServeFlags& flags) {
                 model.value()->n_ctx(), mib, stats.kv_block_size, flags.max_seqs, flags.max_queue,
                 serve::chat_template_name(chat.value().kind));
   std::string line = ready;
+  if (!flags.weights.empty())
+    line += ", --weights " + flags.weights + " (matrices " + model.value()->model().weight_types() +
+            ")";
   if (engine.kv_window > 0)
     line += ", --kv-window " + std::to_string(engine.kv_window) + " --sink-tokens " +
             std::to_string(engine.sink_tokens) + " (requests may run past n_ctx)";
@@ -210,6 +219,7 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--kv-memory", f->kv_memory,
                   "KV cache size (67108864, 64MiB, 1.5GB); default: --max-seqs full contexts");
   cmd->add_option("--block-size", f->block_size, "Positions per cache block (default 16)");
+  add_weights_flag(cmd, &f->weights);
   add_kv_dtype_flag(cmd, &f->kv_dtype);
   add_window_flags(cmd, &f->window);
   cmd->add_option("--max-seqs", f->max_seqs, "Sequences running at once (default 16)");
