@@ -57,12 +57,7 @@ class RecordingCache final : public KvCache {
 // The fixed calibration input through `model` into `cache`.
 Status run_calibration(Model& model, KvCache& cache, int n, const Parallel& par) {
   const ModelConfig& c = model.config();
-  std::vector<int32_t> tokens(n);
-  uint64_t state = 0x6b766c6d63616c69ull;  // "kvlmcali": the input never changes
-  for (int32_t& t : tokens) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    t = static_cast<int32_t>((state >> 33) % static_cast<uint64_t>(c.n_vocab));
-  }
+  const std::vector<int32_t> tokens = calibration_tokens(c, n);
   std::vector<float> logits(c.n_vocab);
   const SequenceChunk chunk{0, 0, tokens};
   return model.forward(logits.data(), {&chunk, 1}, cache, par);
@@ -77,6 +72,17 @@ std::vector<float> scales_from(const std::vector<float>& max_abs) {
 }
 
 }  // namespace
+
+std::vector<int32_t> calibration_tokens(const ModelConfig& c, int n) {
+  std::vector<int32_t> tokens(n);
+  uint64_t state = 0x6b766c6d63616c69ull;  // "kvlmcali": the input never changes
+  for (int32_t& t : tokens) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    t = static_cast<int32_t>((state >> 33) % static_cast<uint64_t>(c.n_vocab));
+  }
+  if (n > 0 && c.bos_token_id >= 0 && c.bos_token_id < c.n_vocab) tokens[0] = c.bos_token_id;
+  return tokens;
+}
 
 Result<KvStorageOptions> calibrate_fp8_scales(Model& model, const Parallel& par) {
   const ModelConfig& c = model.config();

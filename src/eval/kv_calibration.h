@@ -1,11 +1,14 @@
 // fp8 KV cache scales, one per (layer, KV head) for K and for V, chosen from the model alone so
-// that they are fixed before any request: a fixed calibration input (kCalibrationTokens
-// pseudo-random ids from a constant seed, or the model's context if shorter) runs once through
-// the model with an fp32 cache, and each scale maps the largest |value| seen in its (layer,
+// that they are fixed before any request: a fixed calibration input (the model's BOS, then
+// pseudo-random ids from a constant seed: kCalibrationTokens in all, or the model's context if
+// shorter) runs once through the model with an fp32 cache, and each scale maps the largest |value| seen in its (layer,
 // head) to 112 = 448 / 4, leaving two binades of e4m3's range above it before values saturate.
 // The scales then never change, so a row's stored bytes depend on that row alone and paging,
 // prefix sharing, batching and arrival order stay bitwise (docs/kv_cache_quantization.md).
 #pragma once
+
+#include <cstdint>
+#include <vector>
 
 #include "kv/kv_cache.h"
 #include "kvlm/status.h"
@@ -15,6 +18,13 @@
 namespace kvlm {
 
 constexpr int kCalibrationTokens = 256;
+
+// The calibration input of n tokens: pseudo-random ids from a constant seed, the first replaced
+// by the model's BOS when it has one. Position 0 of a real sequence holds BOS (llama2.c and
+// Hugging Face Llama tokenizers put it there, llama-perplexity too), and its keys are the
+// attention sink's, the row every later query reads and the largest in several channels: scales
+// that never saw it leave that row's other channels few levels (docs/kv_cache_quantization.md).
+std::vector<int32_t> calibration_tokens(const ModelConfig& c, int n);
 
 // KvStorageOptions{fp8, n_kv_head, k scales, v scales} for `model`.
 Result<KvStorageOptions> calibrate_fp8_scales(Model& model, const Parallel& par);

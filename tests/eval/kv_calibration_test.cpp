@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -135,6 +136,41 @@ TEST(KvCalibration, KeyChannelScalesAreFixedPerModelAndKeepExactness) {
   bad.k_channel_scales.assign(8, 0.0f);
   EXPECT_NE(validate_kv_storage(bad, 2, 4).message().find("is not a positive finite number"),
             std::string::npos);
+}
+
+// The calibration input starts as a real sequence does, with the model's BOS (whose keys are
+// the attention sink's, among the largest), then the fixed pseudo-random ids; a model without
+// BOS keeps the pseudo-random first id. The scales see it: the same weights with another BOS
+// id calibrate to other scales.
+TEST(KvCalibration, InputStartsWithTheModelsBos) {
+  ModelConfig c = test::tiny_gpt2_config();
+  c.bos_token_id = 7;
+  const std::vector<int32_t> with_bos = calibration_tokens(c, 40);
+  ASSERT_EQ(with_bos.size(), 40u);
+  EXPECT_EQ(with_bos[0], 7);
+  c.bos_token_id = -1;
+  const std::vector<int32_t> without = calibration_tokens(c, 40);
+  EXPECT_NE(without[0], 7);
+  EXPECT_TRUE(std::equal(without.begin() + 1, without.end(), with_bos.begin() + 1));
+  EXPECT_EQ(calibration_tokens(c, 40), without);  // fixed: the same ids every time
+
+  auto scales = [&](int bos) {
+    ModelConfig config = test::tiny_gpt2_config();
+    config.bos_token_id = bos;
+    test::TempDir dir;
+    EXPECT_TRUE(write_random_gpt2(dir.path(), config, {}).is_ok());
+    auto model = load_model(dir.path(), LoadOptions{});
+    EXPECT_TRUE(model.is_ok()) << model.message();
+    EXPECT_EQ(model.value()->config().bos_token_id, bos);
+    auto kc = calibrate_key_channel_scales(*model.value(), Parallel{1});
+    auto fp8 = calibrate_fp8_scales(*model.value(), Parallel{1});
+    EXPECT_TRUE(kc.is_ok() && fp8.is_ok());
+    return std::make_pair(kc->k_channel_scales, fp8->fp8_k_scales);
+  };
+  const auto seven = scales(7), none = scales(-1);
+  EXPECT_NE(seven.first, none.first);
+  EXPECT_NE(seven.second, none.second);
+  EXPECT_EQ(scales(7), seven);
 }
 
 }  // namespace
