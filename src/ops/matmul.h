@@ -19,9 +19,10 @@
 // On the fma targets these orders do not depend on the vector width, so AVX2, AVX-512 and
 // NEON give the same bits.
 //
-// Block-quantized weights (Q8_0, Q4_0, Q4_K, Q6_K; always kOutIn) are dequantized to fp32 in
-// chunks inside the kernel (matmul_quant_simd.cpp) and reduced in the kOutIn order: the bits
-// of the F32 kOutIn matmul on the dequantized matrix.
+// Block-quantized weights (always kOutIn): Q8_0, Q5_0, Q4_K and Q6_K are dequantized to fp32
+// in registers (matmul_quant_simd.cpp, matmul_kquant_simd.cpp) and reduced in the kOutIn order:
+// the bits of the F32 kOutIn matmul on the dequantized matrix. Q4_0 runs on 8-bit activations
+// with integer dot products, in the order matmul_q8act.h fixes.
 //
 // Dimension letters: T rows (tokens), I = n_in, O = n_out.
 #pragma once

@@ -16,6 +16,7 @@
 #include "ops/dtype.h"
 #include "ops/for_each_target.h"
 #include "ops/matmul.h"
+#include "ops/matmul_q8act.h"
 #include "ops/quant.h"
 #include "support/quant_matrix.h"
 #include "support/random_values.h"
@@ -94,7 +95,9 @@ TEST(MatmulKQuantTest, WideRowsAndThreadsKeepTheBits) {
 }
 
 // The fp16 super-block scales through every class: infinities, subnormals, negative zero, the
-// largest half; the decoders' fp32 factors must carry the scalar dequantization's bits.
+// largest half; the decoders' fp32 factors must carry the scalar dequantization's bits, and
+// matmul_forward (which runs the types on 8-bit activations through matmul_q8act.h's kernels)
+// its scalar reference's.
 TEST(MatmulKQuantTest, SpecialScalesGiveTheDequantizedBits) {
   const uint16_t kScales[] = {0x7c00, 0xfc00, 0x0001, 0x83ff, 0x8000, 0x3c00, 0x0400, 0x7bff};
   std::mt19937 rng(47);
@@ -118,7 +121,11 @@ TEST(MatmulKQuantTest, SpecialScalesGiveTheDequantizedBits) {
         const std::vector<float> x = test::random_normals(n_rows * n_in, rng);
         std::vector<float> out(n_rows * n_out), want(n_rows * n_out);
         matmul_forward(out.data(), x.data(), m.view, nullptr, n_rows, Parallel{1});
-        matmul_forward(want.data(), x.data(), m.f32, nullptr, n_rows, Parallel{1});
+        // Types on 8-bit activations: their scalar reference (matmul_q8act.h).
+        if (q8act_kernel_handles(type))
+          matmul_q8act_reference(want.data(), x.data(), m.view, nullptr, n_rows);
+        else
+          matmul_forward(want.data(), x.data(), m.f32, nullptr, n_rows, Parallel{1});
         for (size_t i = 0; i < out.size(); ++i) {
           if (std::isnan(want[i])) {  // which NaN payload an add passes on is not fixed
             EXPECT_TRUE(std::isnan(out[i])) << dtype_name(type) << " element " << i;

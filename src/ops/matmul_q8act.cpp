@@ -1,0 +1,180 @@
+// 8-bit activations for the 4- and 6-bit weight types: the activation quantizer, the scalar
+// reference, and the run-time choice of kernel (numerics: matmul_q8act.h; the SIMD kernels are
+// in matmul_q8act_x86.cpp).
+#include "ops/matmul_q8act.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ops/dispatch.h"
+#include "ops/matmul_q8act_kernels.h"
+#include "ops/quant.h"
+
+namespace kvlm {
+
+namespace {
+
+// The activation block each weight type's kernel reads.
+size_t activation_block(DType type) {
+  switch (type) {
+    case DType::kQ4_0:
+      return 32;
+    default:
+      return 0;
+  }
+}
+
+// Offset subtracted from each weight's unsigned code (Q4_0: 8), folded into off4.
+int32_t weight_offset(DType type) {
+  return type == DType::kQ4_0 ? 8 : 0;
+}
+
+// One row: q [n], d [n / block], off4 [n / 4] (when `offset`).
+void quantize_activation_row(int8_t* q, float* d, int32_t* off4, const float* x, size_t n,
+                             size_t block, int32_t offset) {
+  for (size_t b = 0; b < n / block; ++b) {
+    const float* xb = x + b * block;
+    float amax = 0.0f;
+    for (size_t i = 0; i < block; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float scale = amax / 127.0f;
+    const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+    d[b] = scale;
+    for (size_t i = 0; i < block; ++i) {
+      float v = std::nearbyint(xb[i] * inverse);  // ties to even (the default rounding mode)
+      // |x * id| rounds to at most 127; infinities and NaNs (garbage in) stay in range.
+      v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
+      q[b * block + i] = static_cast<int8_t>(v == v ? v : 0.0f);
+    }
+  }
+  if (offset != 0)
+    for (size_t k = 0; k < n / 4; ++k)
+      off4[k] = -offset * (q[4 * k] + q[4 * k + 1] + q[4 * k + 2] + q[4 * k + 3]);
+}
+
+// The buffers behind a Q8Rows, kept per calling thread and grown as needed: matmul_forward
+// takes no scratch, and decode calls it hundreds of times per token.
+struct ActivationScratch {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int32_t> off4;
+};
+
+Q8Rows quantize_activations(ActivationScratch& s, const float* x, size_t n_rows, size_t n_in,
+                            DType type, int n_threads) {
+  const size_t block = activation_block(type);
+  const int32_t offset = weight_offset(type);
+  s.q.resize(std::max<size_t>(s.q.size(), n_rows * n_in));
+  s.d.resize(std::max<size_t>(s.d.size(), n_rows * (n_in / block)));
+  s.off4.resize(std::max<size_t>(s.off4.size(), n_rows * (n_in / 4)));
+  int8_t* q = s.q.data();
+  float* d = s.d.data();
+  int32_t* off4 = s.off4.data();
+  const int threads = n_rows * n_in >= (1u << 16) ? n_threads : 1;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (size_t r = 0; r < n_rows; ++r)
+    quantize_activation_row(q + r * n_in, d + r * (n_in / block), off4 + r * (n_in / 4),
+                            x + r * n_in, n_in, block, offset);
+  return Q8Rows{q, d, off4, n_in, block};
+}
+
+// matmul.h's kOutIn reduction of 16 lanes.
+float sum_lanes16(float* s) {
+  for (int l = 0; l < 8; ++l) s[l] += s[l + 8];
+  for (int l = 0; l < 4; ++l) s[l] += s[l + 4];
+  for (int l = 0; l < 2; ++l) s[l] += s[l + 2];
+  return s[0] + s[1];
+}
+
+// One output of a Q4_0 row against one quantized activation row (matmul_q8act.h's order).
+float dot_q4_0(const uint8_t* w, const int8_t* q, const float* d, size_t n_in) {
+  float s[16] = {};
+  for (size_t b = 0; b < n_in / 32; ++b) {
+    BlockQ4_0 blk;
+    std::memcpy(&blk, w + b * sizeof(BlockQ4_0), sizeof(blk));
+    const float scale = f16_to_f32_fast(blk.d) * d[b];
+    const int8_t* qb = q + b * 32;
+    for (int p = 0; p < 8; ++p) {
+      int32_t part = 0;
+      for (int i = 4 * p; i < 4 * p + 4; ++i) {
+        const int nibble = i < 16 ? blk.qs[i] & 0x0F : blk.qs[i - 16] >> 4;
+        part += (nibble - 8) * qb[i];
+      }
+      float& lane = s[8 * (b % 2) + p];
+      lane = std::fma(scale, static_cast<float>(part), lane);
+    }
+  }
+  return sum_lanes16(s);
+}
+
+size_t row_bytes_of(const WeightMatrix& w) {
+  return dtype_bytes(w.dtype, static_cast<size_t>(w.n_in));
+}
+
+q8act::Kernel simd_kernel(DType type) {
+  const int64_t target = active_simd_target_id();
+  if (simd_target_is_avx512(target) && q8act::cpu_has_avx512_vnni())
+    if (q8act::Kernel k = q8act::avx512_vnni_kernel(type)) return k;
+  // AVX2's kernel on the AVX2 and AVX-512 targets (a pinned AVX2 target runs it, so the tests
+  // reach it on an AVX-512 machine too).
+  const bool avx2_target = simd_target_is_avx512(target) || active_simd_target() == "AVX2";
+  if (avx2_target && q8act::cpu_has_avx2())
+    if (q8act::Kernel k = q8act::avx2_kernel(type)) return k;
+  return nullptr;
+}
+
+// The scalar reference as a kernel over outputs [o_begin, o_end), for targets without one.
+void reference_kernel(float* out, const Q8Rows& x, const uint8_t* w, size_t row_bytes,
+                      const float* bias, size_t n_rows, size_t n_out, size_t o_begin,
+                      size_t o_end) {
+  const size_t nd = x.n_in / x.block;
+  for (size_t r = 0; r < n_rows; ++r)
+    for (size_t o = o_begin; o < o_end; ++o) {
+      const float dot = dot_q4_0(w + o * row_bytes, x.q + r * x.n_in, x.d + r * nd, x.n_in);
+      out[r * n_out + o] = bias ? dot + bias[o] : dot;
+    }
+}
+
+}  // namespace
+
+bool q8act_kernel_handles(DType type) {
+  return activation_block(type) != 0;
+}
+
+void matmul_q8act_reference(float* out, const float* x, const WeightMatrix& w, const float* bias,
+                            int n_rows) {
+  if (n_rows <= 0 || w.n_out <= 0 || !q8act_kernel_handles(w.dtype)) return;
+  ActivationScratch scratch;
+  const Q8Rows rows = quantize_activations(scratch, x, n_rows, w.n_in, w.dtype, 1);
+  reference_kernel(out, rows, static_cast<const uint8_t*>(w.data), row_bytes_of(w), bias, n_rows,
+                   w.n_out, 0, w.n_out);
+}
+
+void matmul_q8act_forward(float* out, const float* x, const WeightMatrix& w, const float* bias,
+                          int n_rows, const Parallel& par) {
+  if (n_rows <= 0 || w.n_out <= 0 || !q8act_kernel_handles(w.dtype)) return;
+  static thread_local ActivationScratch scratch;
+  const int n_threads = std::max(par.n_threads, 1);
+  const Q8Rows rows = quantize_activations(scratch, x, n_rows, w.n_in, w.dtype, n_threads);
+  q8act::Kernel kernel = simd_kernel(w.dtype);
+  if (kernel == nullptr) kernel = reference_kernel;
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  const size_t row_bytes = row_bytes_of(w), n_out = w.n_out;
+  // Slices of 16 outputs (whole tiles of every kernel), spread evenly over the threads.
+  constexpr size_t kSlice = 16;
+  const size_t n_slices = (n_out + kSlice - 1) / kSlice;
+  const int threads = static_cast<int>(std::min<size_t>(n_threads, n_slices));
+#pragma omp parallel num_threads(threads)
+  {
+    const size_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const size_t s0 = n_slices * t / nt, s1 = n_slices * (t + 1) / nt;
+    if (s0 < s1)
+      kernel(out, rows, data, row_bytes, bias, n_rows, n_out, s0 * kSlice,
+             std::min(n_out, s1 * kSlice));
+  }
+}
+
+}  // namespace kvlm

@@ -1,0 +1,55 @@
+// Matmul over 4- and 6-bit block weights with 8-bit activations and integer dot products, as
+// llama.cpp runs them (its vec_dot with Q8_0 / Q8_K activations): each activation row is
+// quantized to int8 per block, the weights stay in their blocks, and the products of a block
+// are summed in int32 (vpdpbusd on AVX512-VNNI, maddubs + madd on AVX2, plain C++ in the
+// scalar reference). matmul_quant_forward hands these types over; not part of the ops API.
+//
+// Numerics (every target gives the scalar reference's bits; integer sums are exact, so only
+// the float combination has an order, and it is fixed here):
+//
+//   Activations, per row, per activation block of L values (L = 32 for Q4_0): amax = max |x|,
+//   d = amax / 127, id = d != 0 ? 1 / d : 0, q = round-to-nearest-even(x * id) in [-127, 127].
+//   (ggml's quantize_row_q8_0 with d kept in fp32 and ties to even.)
+//
+//   Q4_0 (weights w_i = nibble_i - 8, scale dw per 32): block b of a row has 8 partial sums
+//   P_{b,p} = sum_{i = 4p .. 4p + 3} (nibble_i - 8) * q_i (int32, exact); 16 float chains,
+//   lane l = 8 * (b % 2) + p, each s_l = fma(fl(dw_b * d_b), float(P_{b,p}), s_l) over the
+//   blocks in increasing b from +0; then t[l] = s[l] + s[l+8], u[l] = t[l] + t[l+4],
+//   v[l] = u[l] + u[l+2], v[0] + v[1] (matmul.h's kOutIn reduction); out = that + bias.
+//   So one zmm holds two blocks' 8 partials each, an AVX2 kernel two ymm chains (even and odd
+//   blocks), and the reference 16 floats.
+//
+// The order depends only on n_in: the same at any row count (prefill uses it too, so cached ==
+// uncached), tile shape, batch position or thread count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/matmul.h"
+
+namespace kvlm {
+
+// Whether matmul_forward runs `type` through these kernels.
+bool q8act_kernel_handles(DType type);
+
+// out [T, O] = x [T, I] @ W + bias, W kOutIn of a type q8act_kernel_handles, I whole blocks.
+void matmul_q8act_forward(float* out, const float* x, const WeightMatrix& w, const float* bias,
+                          int n_rows, const Parallel& par);
+
+// The scalar reference of the numerics above (one thread, no SIMD), what the tests compare
+// every target with bitwise.
+void matmul_q8act_reference(float* out, const float* x, const WeightMatrix& w, const float* bias,
+                            int n_rows);
+
+// x's rows quantized for a weight type (the activation block and the integer sums its kernel
+// needs). The scalar definition every kernel reads.
+struct Q8Rows {
+  const int8_t* q = nullptr;      // [T, I]
+  const float* d = nullptr;       // [T, I / L]: one scale per activation block
+  const int32_t* off4 = nullptr;  // [T, I / 4]: -offset * (sum of 4 consecutive q): Q4_0's 8
+  size_t n_in = 0;
+  size_t block = 0;  // L
+};
+
+}  // namespace kvlm
