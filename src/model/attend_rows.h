@@ -7,8 +7,12 @@
 // group of heads for a block of consecutive rows: the group's slice (P x head_dim x 2 floats
 // per key/value head) is read from L3 once and reused by every row of the block from L2.
 //
-// How rows and heads are grouped into tasks never changes a bit: each (row, head) is computed
-// by the same attention_heads_forward call on the same inputs, whichever task runs it.
+// A decode step of several sequences (no two rows of one sequence) shares nothing between rows:
+// there a task is one row and a slice of its heads, read position by position as one stretch of
+// each row (attention_heads_together_forward).
+//
+// How rows and heads are grouped into tasks never changes a bit: each (row, head) gets the bits
+// of attention_heads_forward on the same inputs, whichever task and kernel runs it.
 #pragma once
 
 #include <span>

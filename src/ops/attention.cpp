@@ -427,6 +427,89 @@ void AttendHead(float* HWY_RESTRICT oh, const float* HWY_RESTRICT qh, const KvRu
   if (d < D) StorePartial(hn::Mul(LoadWeightsN(df, oh + d, D - d), inv_sum), df, oh + d, D - d);
 }
 
+// Query heads [h0, h1) of one row in one pass over the positions per phase: each position's
+// keys (then values) for all those heads are one contiguous stretch of its row, read once, where
+// AttendHead reads a head's few cache lines of every row and then comes back for the next head's
+// (batched decode, 8 sequences' caches that nothing else reuses, was bound by those strided
+// reads). The arithmetic per (head, position) is AttendHead's, in the same order: the same Dot4
+// per group of four positions, the same ExpAndSum, and each output element's weighted sum one
+// fma chain from zero in position order (kept in `out` between positions: the same chain), then
+// the same multiply by 1 / sum. So every head gets AttendHead's bits. Readers with no per-head
+// state and whose Load is their value's bits (f32, f16, bf16), D a whole number of vectors.
+// scratch holds (h1 - h0) x P floats.
+template <class R>
+void AttendHeadsTogether(float* HWY_RESTRICT out, const float* HWY_RESTRICT q, const KvRun* runs,
+                         size_t n_runs, size_t row_bytes, int h0, int h1, int group, size_t D,
+                         float* HWY_RESTRICT scratch, float scale, const R& rd) {
+  const DF df;
+  size_t n_pos = 0;
+  for (size_t r = 0; r < n_runs; ++r) n_pos += runs[r].n_positions;
+  // The stretch of a row the heads read: their key/value heads' slices, contiguous.
+  const size_t first_col = static_cast<size_t>(h0 / group) * D;
+  const size_t span_bytes = (static_cast<size_t>((h1 - 1) / group + 1) * D - first_col) * R::kBytes;
+  // Rows fetched this many positions ahead: a row's stretch is many cache lines, so fewer rows
+  // ahead than AttendHead's per-head slices cover the latency.
+  constexpr int kAhead = 3;
+  constexpr int kMaxHeads = 64;  // heads per pass (their maxima and sums on the stack)
+  for (int hb = h0; hb < h1; hb += kMaxHeads) {
+    const int he = std::min(h1, hb + kMaxHeads), nh = he - hb;
+    float max_score[kMaxHeads], sum[kMaxHeads];
+    for (int h = 0; h < nh; ++h) max_score[h] = -INFINITY;
+    const std::byte* k_rows[4];
+    int n_group = 0;
+    size_t p = 0;
+    auto score_group = [&]() HWY_ATTR {
+      for (int j = n_group; j < 4; ++j) k_rows[j] = k_rows[n_group - 1];  // padding, discarded
+      for (int h = 0; h < nh; ++h) {
+        float dots[4];
+        Dot4(dots, q + static_cast<size_t>(hb + h) * D, k_rows,
+             static_cast<size_t>((hb + h) / group) * D, D, rd);
+        float* s = scratch + h * n_pos + p;
+        for (int j = 0; j < n_group; ++j) {
+          s[j] = dots[j] * scale;
+          max_score[h] = std::max(max_score[h], s[j]);
+        }
+      }
+      p += n_group;
+      n_group = 0;
+    };
+    for (size_t r = 0; r < n_runs; ++r) {
+      const std::byte* k = runs[r].k;
+      const int n = runs[r].n_positions;
+      for (int j = 0; j < n; ++j) {
+        if (j + kAhead < n) PrefetchRow(rd.At(k + (j + kAhead) * row_bytes, first_col), span_bytes);
+        k_rows[n_group++] = k + j * row_bytes;
+        if (n_group == 4) score_group();
+      }
+    }
+    if (n_group > 0) score_group();
+    for (int h = 0; h < nh; ++h) sum[h] = ExpAndSum(scratch + h * n_pos, n_pos, max_score[h]);
+    // Weighted sums of values, positions in order, each element's chain kept in out.
+    for (int h = hb; h < he; ++h)
+      for (size_t d = 0; d < D; d += kN) hn::StoreU(hn::Zero(df), df, out + h * D + d);
+    p = 0;
+    for (size_t r = 0; r < n_runs; ++r) {
+      const std::byte* row = runs[r].v;
+      const int n = runs[r].n_positions;
+      for (int j = 0; j < n; ++j, row += row_bytes, ++p) {
+        if (j + kAhead < n) PrefetchRow(rd.At(row + kAhead * row_bytes, first_col), span_bytes);
+        for (int h = 0; h < nh; ++h) {
+          const VF w = hn::Set(df, scratch[h * n_pos + p]);
+          const size_t column = static_cast<size_t>((hb + h) / group) * D;
+          float* o = out + static_cast<size_t>(hb + h) * D;
+          for (size_t d = 0; d < D; d += kN)
+            hn::StoreU(hn::MulAdd(w, rd.Load(row, column + d), hn::LoadU(df, o + d)), df, o + d);
+        }
+      }
+    }
+    for (int h = 0; h < nh; ++h) {
+      const VF inv_sum = hn::Set(df, 1.0f / sum[h]);
+      float* o = out + static_cast<size_t>(hb + h) * D;
+      for (size_t d = 0; d < D; d += kN) hn::StoreU(hn::Mul(hn::LoadU(df, o + d), inv_sum), df, o + d);
+    }
+  }
+}
+
 }  // namespace
 
 void AttentionImpl(float* out, const float* q, const KvRun* runs, size_t n_runs,
@@ -470,6 +553,35 @@ void AttentionImpl(float* out, const float* q, const KvRun* runs, size_t n_runs,
   }
 }
 
+// Heads [head_begin, head_end) of one row together (AttendHeadsTogether) where the format allows,
+// else one head at a time; the same bits either way.
+void AttentionTogetherImpl(float* out, const float* q, const KvRun* runs, size_t n_runs,
+                           const KvRowFormat& format, float* scratch, int n_head, int n_kv_head,
+                           int head_dim, int head_begin, int head_end) {
+  const size_t D = head_dim;
+  const int group = n_head / n_kv_head;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  if (head_begin >= head_end) return;
+  if (D % kN == 0) {
+    const size_t rb = format.row_bytes;
+    switch (format.dtype) {
+      case KvDtype::f32:
+        return AttendHeadsTogether(out, q, runs, n_runs, rb, head_begin, head_end, group, D,
+                                   scratch, scale, F32Reader{});
+      case KvDtype::f16:
+        return AttendHeadsTogether(out, q, runs, n_runs, rb, head_begin, head_end, group, D,
+                                   scratch, scale, Half16Reader<hwy::float16_t>{});
+      case KvDtype::bf16:
+        return AttendHeadsTogether(out, q, runs, n_runs, rb, head_begin, head_end, group, D,
+                                   scratch, scale, Half16Reader<hwy::bfloat16_t>{});
+      default:
+        break;
+    }
+  }
+  AttentionImpl(out, q, runs, n_runs, format, scratch, n_head, n_kv_head, head_dim, head_begin,
+                head_end);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace kvlm
 HWY_AFTER_NAMESPACE();
@@ -478,6 +590,7 @@ HWY_AFTER_NAMESPACE();
 namespace kvlm {
 
 HWY_EXPORT(AttentionImpl);
+HWY_EXPORT(AttentionTogetherImpl);
 
 void attention_forward(float* out, const float* q, std::span<const KvRun> runs,
                        const KvRowFormat& format, float* scratch, int n_head, int n_kv_head,
@@ -490,6 +603,14 @@ void attention_heads_forward(float* out, const float* q, std::span<const KvRun> 
                              const KvRowFormat& format, float* scratch, int n_head, int n_kv_head,
                              int head_dim, int head_begin, int head_end) {
   HWY_DYNAMIC_DISPATCH(AttentionImpl)
+  (out, q, runs.data(), runs.size(), format, scratch, n_head, n_kv_head, head_dim,
+   std::max(head_begin, 0), std::min(head_end, n_head));
+}
+
+void attention_heads_together_forward(float* out, const float* q, std::span<const KvRun> runs,
+                                      const KvRowFormat& format, float* scratch, int n_head,
+                                      int n_kv_head, int head_dim, int head_begin, int head_end) {
+  HWY_DYNAMIC_DISPATCH(AttentionTogetherImpl)
   (out, q, runs.data(), runs.size(), format, scratch, n_head, n_kv_head, head_dim,
    std::max(head_begin, 0), std::min(head_end, n_head));
 }

@@ -45,6 +45,15 @@ void attention_heads_forward(float* out, const float* q, std::span<const KvRun> 
                              const KvRowFormat& format, float* scratch, int n_head, int n_kv_head,
                              int head_dim, int head_begin, int head_end);
 
+// The same heads in one pass over the positions (each position's keys, then values, for all of
+// them read as one stretch of its row) where the stored type allows (f32, f16, bf16, head_dim a
+// whole number of vectors), else head by head: the bits attention_heads_forward gives. For rows
+// whose cache nothing else reads at the same time (batched decode), where a head at a time reads
+// a few cache lines of every row per pass. scratch must hold (head_end - head_begin) x P floats.
+void attention_heads_together_forward(float* out, const float* q, std::span<const KvRun> runs,
+                                      const KvRowFormat& format, float* scratch, int n_head,
+                                      int n_kv_head, int head_dim, int head_begin, int head_end);
+
 // Scalar reference (double precision over kv_decode_value's values), to check the fast kernel
 // against.
 void attention_reference(float* out, const float* q, std::span<const KvRun> runs,

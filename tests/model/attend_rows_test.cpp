@@ -83,6 +83,57 @@ TEST_P(AttendRowsTest, EveryRowMatchesAttentionAloneAtEveryThreadCount) {
   }
 }
 
+// A decode step: one row from each of several sequences (ragged lengths, one cut into runs by a
+// paged-like split is not needed: the contiguous cache gives one run), every row's output the
+// bits of attention_forward for that row alone, at every thread count and batch size.
+TEST_P(AttendRowsTest, DecodeRowsOfManySequencesMatchAttentionAlone) {
+  const Case c = GetParam();
+  const int D = 16, n_layer = 2, layer = 0;
+  const int kv_dim = c.n_kv_head * D, q_dim = c.n_head * D;
+  const std::vector<int> lengths = {9, 30, 1, 17, 24, 5, 12, 40, 3};
+  const int n_seq = static_cast<int>(lengths.size());
+  ContiguousKvCache cache(n_layer, kv_dim, lengths);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  for (int s = 0; s < n_seq; ++s) {
+    ASSERT_TRUE(cache.check_reserved(s, lengths[s]).is_ok());
+    for (int p = 0; p < lengths[s]; ++p) {
+      std::vector<float> k(kv_dim), v(kv_dim);
+      for (int i = 0; i < kv_dim; ++i) {
+        k[i] = normal(rng);
+        v[i] = normal(rng);
+      }
+      cache.write_row(s, layer, p, k.data(), v.data());
+    }
+  }
+  std::vector<AttentionRow> rows;
+  for (int s = n_seq - 1; s >= 0; --s) rows.push_back({s, lengths[s] - 1});  // any order
+  std::vector<float> q(rows.size() * q_dim);
+  for (float& x : q) x = normal(rng);
+  std::vector<float> expected(rows.size() * q_dim), scratch(64);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    std::vector<KvRun> runs;
+    cache.runs(rows[r].seq, layer, rows[r].pos + 1, &runs);
+    if (c.window > 0 && rows[r].pos + 1 > c.window) {
+      const int skip = rows[r].pos + 1 - c.window;
+      runs[0].k += static_cast<size_t>(skip) * kv_dim * sizeof(float);
+      runs[0].v += static_cast<size_t>(skip) * kv_dim * sizeof(float);
+      runs[0].n_positions -= skip;
+    }
+    attention_forward(expected.data() + r * q_dim, q.data() + r * q_dim, runs,
+                      cache.row_format(layer), scratch.data(), c.n_head, c.n_kv_head, D);
+  }
+  const AttentionShape shape{c.n_head, c.n_kv_head, D, c.window};
+  for (int threads : {1, 2, 3, 8})
+    for (size_t batch : {size_t{1}, size_t{2}, size_t{5}, rows.size()}) {
+      std::vector<float> out(batch * q_dim, -1.0f), scratches(threads * 64);
+      attend_rows(out.data(), q_dim, q.data(), q_dim, {rows.data(), batch}, layer, cache, shape,
+                  scratches.data(), 64, Parallel{threads});
+      EXPECT_EQ(std::memcmp(out.data(), expected.data(), out.size() * sizeof(float)), 0)
+          << "threads " << threads << " batch " << batch;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, AttendRowsTest,
                          ::testing::Values(Case{4, 4, 0}, Case{8, 2, 0}, Case{6, 1, 0},
                                            Case{4, 2, 5}),

@@ -160,6 +160,45 @@ TEST(AttentionTest, HeadRangesGiveTheSameBitsAndTouchOnlyTheirHeads) {
   });
 }
 
+// Heads computed together in one pass over the positions (attention_heads_together_forward, the
+// batched-decode path) give the bits of the head-by-head call for every stored type (those it
+// does not take fall back to head by head), head width, grouping of query heads, head range and
+// split of the positions into runs, on every target; a range writes only its own heads.
+TEST(AttentionTest, HeadsTogetherGiveTheBitsOfHeadByHead) {
+  std::mt19937 rng(21);
+  const Case cases[] = {{6, 2, 16, 37}, {4, 4, 64, 9},  {8, 1, 32, 5},
+                        {12, 12, 64, 130}, {3, 3, 20, 14}, {4, 2, 8, 1}};
+  for_each_target([&](const SimdTarget&) {
+    for (KvDtype dtype : kStoredTypes)
+      for (const Case& c : cases) {
+        SCOPED_TRACE(std::string(kv_dtype_name(dtype)) + " H " + std::to_string(c.n_head) + " G " +
+                     std::to_string(c.n_kv_head) + " D " + std::to_string(c.head_dim) + " P " +
+                     std::to_string(c.n_positions));
+        const Data d = make_data(c, 1, dtype, rng);
+        const float* q = d.q.data() + 1;
+        const size_t n_out = static_cast<size_t>(c.n_head) * c.head_dim;
+        std::vector<float> scratch(c.n_positions * c.n_head), all(n_out);
+        attention_forward(all.data(), q, split(c, d, {}), d.format, scratch.data(), c.n_head,
+                          c.n_kv_head, c.head_dim);
+        const int group = c.n_head / c.n_kv_head;
+        for (int width = group; width <= c.n_head; width += group)
+          for (const std::vector<int>& cuts : {std::vector<int>{}, {3}, {1, 2, 7}}) {
+            std::vector<float> got(n_out + 1, -3.0f);
+            for (int h0 = 0; h0 < c.n_head; h0 += width) {
+              const int h1 = std::min(h0 + width, c.n_head);
+              attention_heads_together_forward(got.data(), q, split(c, d, cuts), d.format,
+                                               scratch.data(), c.n_head, c.n_kv_head, c.head_dim,
+                                               h0, h1);
+              for (size_t i = h1 * c.head_dim; i < n_out + 1; ++i)
+                ASSERT_EQ(got[i], -3.0f) << "heads " << h0 << ".." << h1 << " wrote element " << i;
+            }
+            ASSERT_EQ(std::memcmp(got.data(), all.data(), n_out * 4), 0)
+                << "ranges of " << width << " heads, " << cuts.size() << " cuts";
+          }
+      }
+  });
+}
+
 TEST(AttentionTest, OnePositionReturnsItsValue) {
   const Case c{2, 1, 5, 1};
   std::mt19937 rng(2);
