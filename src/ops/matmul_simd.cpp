@@ -6,8 +6,9 @@
 // kInOut ([I, O], GPT-2's Conv1D), two variants, each a chain acc = fma(x[i], W[i][o], acc)
 // in increasing i, vectorised across o:
 //   row stream: each thread owns a contiguous range of columns and reads the weight rows
-//     W[i][range] in order, with the accumulators of up to 8 rows in an L1 buffer. Every
-//     weight byte crosses the memory bus once in a sequential stream: the decode kernel.
+//     W[i][range] in order, with the accumulators of up to 8 rows in an L1 buffer (from 3 rows
+//     on, register tiles of them run 32 weight rows at a time). Every weight byte crosses the
+//     memory bus once: the decode kernel.
 //   tiled: register tiles of 6 rows x 2 vectors (4 on 32-register targets) that run the whole
 //     reduction in registers, each weight vector feeding 6 rows: the prefill kernel.
 // kOutIn ([O, I], the output head and nn.Linear): 16-lane dot products over contiguous rows,
@@ -310,6 +311,131 @@ void InOutStreamRange(float* out, const float* x, const WT* w, const float* bias
   }
 }
 
+// Row stream with register tiles (3..8 rows): the accumulators of RP rows x NV vectors stay in
+// registers for kTileI weight rows at a time, each weight vector loaded feeding RP fmas with x
+// broadcast straight from the packed block, where InOutStreamRange loads and stores every
+// accumulator every four weight rows (its batch-8 decode ran at the load ports' rate). The
+// chunk's accumulators go back to L1 between tiles: the same chains, so the same bits. Weights
+// are read row segment by row segment within a chunk, the next tile's rows fetched (T0) while
+// this one runs: without that fetch the kernel took 2.2x as long; two tiles ahead, T1 hints,
+// 16 or 64 rows per tile: within the noise or worse (perf samples, F16 batch-8 decode).
+constexpr int kStreamAccRegs = kVecRegs == 32 ? 24 : 12;  // accumulators a register tile holds
+constexpr size_t kTileI = 32;                             // weight rows per register pass
+
+template <int R>
+constexpr int kRegPassRows = kVecRegs == 32 || R <= 4 ? R : (R + 1) / 2;
+template <int R>
+constexpr int kRegTileVecs = std::max(1, kStreamAccRegs / kRegPassRows<R>);
+
+// Rows [0, RP) of the packed x block (stride R a step), NV vectors of columns (the last one n_last
+// lanes wide when n_last < kN): kb more steps of each chain, accumulators loaded from and stored
+// to acc (row stride acc_stride). ahead: where the next tile's weights for these columns start.
+template <int RP, int NV, int R, typename WT>
+HWY_INLINE void InOutRegTile(float* HWY_RESTRICT acc, size_t acc_stride, const float* HWY_RESTRICT xp,
+                             const WT* HWY_RESTRICT w, size_t n_out, size_t kb, size_t n_last,
+                             const WT* ahead) {
+  const DF df;
+  VF a[RP][NV];
+  for (int r = 0; r < RP; ++r)
+    for (int v = 0; v < NV; ++v) a[r][v] = hn::Load(df, acc + r * acc_stride + v * kN);
+  constexpr size_t kBytes = NV * kN * sizeof(WT);
+  for (size_t k = 0; k < kb; ++k) {
+    if (ahead) {
+      const char* next = reinterpret_cast<const char*>(ahead + k * n_out);
+      for (size_t b = 0; b < kBytes; b += 64) hwy::Prefetch(next + b);
+      hwy::Prefetch(next + kBytes - 1);
+    }
+    const WT* wk = w + k * n_out;
+    VF wv[NV];
+    for (int v = 0; v < NV; ++v)
+      wv[v] = v == NV - 1 && n_last < kN ? LoadWeightsN(df, wk + v * kN, n_last)
+                                         : LoadWeights(df, wk + v * kN);
+    for (int r = 0; r < RP; ++r) {
+      const VF xv = hn::Set(df, xp[k * R + r]);
+      for (int v = 0; v < NV; ++v) a[r][v] = hn::MulAdd(xv, wv[v], a[r][v]);
+    }
+  }
+  for (int r = 0; r < RP; ++r)
+    for (int v = 0; v < NV; ++v) hn::Store(a[r][v], df, acc + r * acc_stride + v * kN);
+}
+
+// Rows [0, RP) over a chunk of nv full vectors and n_tail more lanes: tiles of NV vectors, then
+// single vectors for what is left.
+template <int RP, int NV, int R, typename WT>
+HWY_INLINE void InOutRegPass(float* acc, size_t acc_stride, const float* xp, const WT* w,
+                             size_t n_out, size_t kb, size_t nv, size_t n_tail, const WT* ahead) {
+  size_t v = 0;
+  for (; v + NV <= nv; v += NV)
+    InOutRegTile<RP, NV, R>(acc + v * kN, acc_stride, xp, w + v * kN, n_out, kb, kN,
+                            ahead ? ahead + v * kN : static_cast<const WT*>(nullptr));
+  for (; v < nv; ++v)
+    InOutRegTile<RP, 1, R>(acc + v * kN, acc_stride, xp, w + v * kN, n_out, kb, kN,
+                           ahead ? ahead + v * kN : static_cast<const WT*>(nullptr));
+  if (n_tail)
+    InOutRegTile<RP, 1, R>(acc + nv * kN, acc_stride, xp, w + nv * kN, n_out, kb, n_tail,
+                           ahead ? ahead + nv * kN : static_cast<const WT*>(nullptr));
+}
+
+template <int R, typename WT>
+void InOutStreamRegRange(float* out, const float* x, const WT* w, const float* bias, size_t n_in,
+                         size_t n_out, size_t c0, size_t c1) {
+  constexpr int RP = kRegPassRows<R>, NV = kRegTileVecs<R>;
+  const DF df;
+  HWY_ALIGN float acc[kStreamAccFloats];
+  HWY_ALIGN float xp[kStreamBlockI * R];
+  // Whole tiles of NV vectors per chunk where the accumulators allow.
+  const size_t chunk = std::max(NV * kN, kStreamAccFloats / R / (NV * kN) * (NV * kN));
+  for (size_t cb = c0; cb < c1; cb += chunk) {
+    const size_t nc = std::min(chunk, c1 - cb);
+    const size_t nv = nc / kN, n_tail = nc % kN;
+    const size_t stride = (nv + (n_tail ? 1 : 0)) * kN;
+    for (size_t k = 0; k < R * stride; k += kN) hn::Store(hn::Zero(df), df, acc + k);
+    for (size_t i0 = 0; i0 < n_in; i0 += kStreamBlockI) {
+      const size_t ib = std::min(kStreamBlockI, n_in - i0);
+      for (size_t k = 0; k < ib; ++k)
+        for (int r = 0; r < R; ++r) xp[k * R + r] = x[r * n_in + i0 + k];
+      for (size_t k0 = 0; k0 < ib; k0 += kTileI) {
+        const size_t kb = std::min(kTileI, ib - k0), i = i0 + k0;
+        const WT* wt = w + i * n_out + cb;
+        // The next tile's rows, or the next chunk's first rows after the last tile.
+        const WT* ahead = i + kb < n_in ? wt + kb * n_out : cb + chunk < c1 ? w + cb + chunk : static_cast<const WT*>(nullptr);
+        InOutRegPass<RP, NV, R>(acc, stride, xp + k0 * R, wt, n_out, kb, nv, n_tail, ahead);
+        if constexpr (RP < R)
+          InOutRegPass<R - RP, NV, R>(acc + RP * stride, stride, xp + k0 * R + RP, wt, n_out, kb,
+                                      nv, n_tail, static_cast<const WT*>(nullptr));
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (size_t v = 0; v * kN < nc; ++v) {
+        const size_t col = cb + v * kN;
+        const size_t n = std::min(kN, c1 - col);
+        VF sum = hn::Load(df, acc + r * stride + v * kN);
+        if (bias)
+          sum = hn::Add(sum, n == kN ? hn::LoadU(df, bias + col) : LoadWeightsN(df, bias + col, n));
+        float* o = out + r * n_out + col;
+        if (n == kN) {
+          hn::StoreU(sum, df, o);
+        } else {
+          StorePartial(sum, df, o, n);
+        }
+      }
+    }
+  }
+}
+
+// Which row-stream kernel a row count takes: register tiles from this many rows.
+constexpr int kStreamRegMinRows = 3;
+
+template <int R, typename WT>
+HWY_INLINE void InOutStreamRows(float* out, const float* x, const WT* w, const float* bias,
+                                size_t n_in, size_t n_out, size_t c0, size_t c1) {
+  if constexpr (R >= kStreamRegMinRows) {
+    InOutStreamRegRange<R>(out, x, w, bias, n_in, n_out, c0, c1);
+  } else {
+    InOutStreamRange<R>(out, x, w, bias, n_in, n_out, c0, c1);
+  }
+}
+
 // Thread t of nt: one contiguous range of whole vectors, so its weight reads are sequential.
 template <typename WT>
 HWY_NOINLINE void InOutStreamThread(float* out, const float* x, const WT* w, const float* bias,
@@ -323,28 +449,28 @@ HWY_NOINLINE void InOutStreamThread(float* out, const float* x, const WT* w, con
       const float* xr = x + r * n_in;
       switch (std::min<size_t>(kStreamMaxRows, n_rows - r)) {
         case 1:
-          InOutStreamRange<1>(o, xr, w, bias, n_in, n_out, c0, c1);
+          InOutStreamRows<1>(o, xr, w, bias, n_in, n_out, c0, c1);
           break;
         case 2:
-          InOutStreamRange<2>(o, xr, w, bias, n_in, n_out, c0, c1);
+          InOutStreamRows<2>(o, xr, w, bias, n_in, n_out, c0, c1);
           break;
         case 3:
-          InOutStreamRange<3>(o, xr, w, bias, n_in, n_out, c0, c1);
+          InOutStreamRows<3>(o, xr, w, bias, n_in, n_out, c0, c1);
           break;
         case 4:
-          InOutStreamRange<4>(o, xr, w, bias, n_in, n_out, c0, c1);
+          InOutStreamRows<4>(o, xr, w, bias, n_in, n_out, c0, c1);
           break;
         case 5:
-          InOutStreamRange<5>(o, xr, w, bias, n_in, n_out, c0, c1);
+          InOutStreamRows<5>(o, xr, w, bias, n_in, n_out, c0, c1);
           break;
         case 6:
-          InOutStreamRange<6>(o, xr, w, bias, n_in, n_out, c0, c1);
+          InOutStreamRows<6>(o, xr, w, bias, n_in, n_out, c0, c1);
           break;
         case 7:
-          InOutStreamRange<7>(o, xr, w, bias, n_in, n_out, c0, c1);
+          InOutStreamRows<7>(o, xr, w, bias, n_in, n_out, c0, c1);
           break;
         default:
-          InOutStreamRange<8>(o, xr, w, bias, n_in, n_out, c0, c1);
+          InOutStreamRows<8>(o, xr, w, bias, n_in, n_out, c0, c1);
           break;
       }
     }

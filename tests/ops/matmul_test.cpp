@@ -159,8 +159,10 @@ TEST(MatmulTest, RowStreamEveryRowCountKeepsTheOrder) {
   for_each_target([&](const SimdTarget& target) {
     for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
       if (target.bf16_dot && dtype == DType::kBF16) continue;  // its own kernels and test
-      for (int n_in : {1, 5, 31, 32, 33, 64, 65})
-        for (int n_out : {1, 17, 40, 65})
+      // 300: reductions past the packed x block (256) and the register tiles (32 rows), and
+      // columns past one chunk of accumulators (240 at 8 rows on AVX-512).
+      for (int n_in : {1, 5, 31, 32, 33, 64, 65, 300})
+        for (int n_out : {1, 17, 40, 65, 300})
           for (int n_rows = 1; n_rows <= 9; ++n_rows) {
             SCOPED_TRACE(std::string(dtype_name(dtype)) + " n_in " + std::to_string(n_in) +
                          " n_out " + std::to_string(n_out) + " rows " + std::to_string(n_rows));
