@@ -25,7 +25,9 @@
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused merge source of their
 // unmasked forms, which -Wmaybe-uninitialized reports once they are inlined into functions with
 // a target attribute (a false positive: those lanes are all overwritten).
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #define KVLM_VNNI_TARGET \
@@ -278,9 +280,11 @@ bool cpu_has_avx512_vnni() {
 
 bool cpu_has_avx2() {
   static const bool has = [] {
+    // F16C by cpuid (leaf 1, ecx bit 29): clang's __builtin_cpu_supports has no "f16c".
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 29))) return false;
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }();
   return has;
 }
