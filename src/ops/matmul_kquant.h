@@ -1,8 +1,8 @@
 // Matmul kernels for the 4- and 6-bit block formats (Q4_0, Q5_0, Q4_K, Q6_K), and Q8_0's prefill:
 // SIMD, compiled once per Highway target (matmul_kquant_simd.cpp) and dispatched at run time.
 // matmul_quant_forward hands these over (kquant_kernel_handles); not part of the ops API.
-// Q4_0 now runs on 8-bit activations (matmul_q8act.h): its decoder here is reached only through
-// matmul_kquant_forward itself (its tests).
+// Q4_0, Q4_K and Q6_K now run on 8-bit activations (matmul_q8act.h): their decoders here are
+// reached only through matmul_kquant_forward itself (its tests); Q5_0 and Q8_0's prefill remain.
 //
 // Numerics: each weight is dequantized to fp32 in registers with ggml's formulas (the fp32
 // operations of ops/quant.h's dequantize_block_*, in the same order, no fma contraction), and

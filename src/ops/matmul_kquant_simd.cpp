@@ -141,17 +141,8 @@ struct Q4_KDecoder {
   static constexpr size_t kValues = 256, kBytes = 144;
   HWY_ALIGN float scale[16];  // d * sc_j for j < 8, then dmin * m_j (the mins)
   HWY_INLINE void Init(const uint8_t* HWY_RESTRICT b) {
-    // The 12 bytes unpacked into 8 scales and 8 mins, 6 bits each (what q4_k_scale_min does
-    // one at a time), as ggml's SIMD code unpacks them: four words of four bytes.
-    uint32_t u[4];
-    std::memcpy(u, b + 4, 12);
-    u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-    const uint32_t mins_low = u[1] & 0x3f3f3f3fu;
-    u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-    u[2] = mins_low;
-    u[0] &= 0x3f3f3f3fu;
-    uint8_t bytes[16];
-    std::memcpy(bytes, u, 16);
+    uint8_t bytes[16];  // 8 scales, 8 mins
+    q4_k_unpack_scales(bytes, b + 4);
     ScaleBytes(scale, bytes, HalfToFloat(b), HalfToFloat(b + 2));
   }
   // Values 64c + 16p ..: bytes 32c + 16(p % 2) of qs, low nibbles for p < 2 (sub-block 2c),

@@ -23,19 +23,22 @@ size_t activation_block(DType type) {
   switch (type) {
     case DType::kQ4_0:
       return 32;
+    case DType::kQ4_K:
+    case DType::kQ6_K:
+      return 256;
     default:
       return 0;
   }
 }
 
-// Offset subtracted from each weight's unsigned code (Q4_0: 8), folded into off4.
+// Offset subtracted from each weight's unsigned code (Q4_0: 8, Q6_K: 32), folded into off4.
 int32_t weight_offset(DType type) {
-  return type == DType::kQ4_0 ? 8 : 0;
+  return type == DType::kQ4_0 ? 8 : (type == DType::kQ6_K ? 32 : 0);
 }
 
-// One row: q [n], d [n / block], off4 [n / 4] (when `offset`).
-void quantize_activation_row(int8_t* q, float* d, int32_t* off4, const float* x, size_t n,
-                             size_t block, int32_t offset) {
+// One row: q [n], d [n / block], off4 [n / 4] (when `offset`), sum32 [n / 32] (when `sums`).
+void quantize_activation_row(int8_t* q, float* d, int32_t* off4, int32_t* sum32, const float* x,
+                             size_t n, size_t block, int32_t offset, bool sums) {
   for (size_t b = 0; b < n / block; ++b) {
     const float* xb = x + b * block;
     float amax = 0.0f;
@@ -53,6 +56,12 @@ void quantize_activation_row(int8_t* q, float* d, int32_t* off4, const float* x,
   if (offset != 0)
     for (size_t k = 0; k < n / 4; ++k)
       off4[k] = -offset * (q[4 * k] + q[4 * k + 1] + q[4 * k + 2] + q[4 * k + 3]);
+  if (sums)
+    for (size_t k = 0; k < n / 32; ++k) {
+      int32_t sum = 0;
+      for (size_t i = 0; i < 32; ++i) sum += q[32 * k + i];
+      sum32[k] = sum;
+    }
 }
 
 // The buffers behind a Q8Rows, kept per calling thread and grown as needed: matmul_forward
@@ -61,24 +70,29 @@ struct ActivationScratch {
   std::vector<int8_t> q;
   std::vector<float> d;
   std::vector<int32_t> off4;
+  std::vector<int32_t> sum32;
 };
 
 Q8Rows quantize_activations(ActivationScratch& s, const float* x, size_t n_rows, size_t n_in,
                             DType type, int n_threads) {
   const size_t block = activation_block(type);
   const int32_t offset = weight_offset(type);
+  const bool sums = type == DType::kQ4_K;
   s.q.resize(std::max<size_t>(s.q.size(), n_rows * n_in));
   s.d.resize(std::max<size_t>(s.d.size(), n_rows * (n_in / block)));
   s.off4.resize(std::max<size_t>(s.off4.size(), n_rows * (n_in / 4)));
+  if (sums) s.sum32.resize(std::max<size_t>(s.sum32.size(), n_rows * (n_in / 32)));
   int8_t* q = s.q.data();
   float* d = s.d.data();
   int32_t* off4 = s.off4.data();
+  int32_t* sum32 = s.sum32.data();
   const int threads = n_rows * n_in >= (1u << 16) ? n_threads : 1;
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (size_t r = 0; r < n_rows; ++r)
     quantize_activation_row(q + r * n_in, d + r * (n_in / block), off4 + r * (n_in / 4),
-                            x + r * n_in, n_in, block, offset);
-  return Q8Rows{q, d, off4, n_in, block};
+                            sums ? sum32 + r * (n_in / 32) : nullptr, x + r * n_in, n_in, block,
+                            offset, sums);
+  return Q8Rows{q, d, off4, sums ? sum32 : nullptr, n_in, block};
 }
 
 // matmul.h's kOutIn reduction of 16 lanes.
@@ -110,6 +124,66 @@ float dot_q4_0(const uint8_t* w, const int8_t* q, const float* d, size_t n_in) {
   return sum_lanes16(s);
 }
 
+// matmul.h's kOutIn reduction from its 8-lane step.
+float sum_lanes8(float* s) {
+  for (int l = 0; l < 4; ++l) s[l] += s[l + 4];
+  for (int l = 0; l < 2; ++l) s[l] += s[l + 2];
+  return s[0] + s[1];
+}
+
+// One output of a Q4_K row against one quantized activation row (row r: q, d, sum32 at r).
+float dot_q4_k(const uint8_t* w, const Q8Rows& x, size_t r) {
+  const size_t nb = x.n_in / 256;
+  const int8_t* q = x.q + r * x.n_in;
+  float s[8] = {};
+  for (size_t b = 0; b < nb; ++b) {
+    BlockQ4_K blk;
+    std::memcpy(&blk, w + b * sizeof(BlockQ4_K), sizeof(blk));
+    const float dy = x.d[r * nb + b];
+    const float dd = f16_to_f32_fast(blk.d) * dy, dm = -(f16_to_f32_fast(blk.dmin) * dy);
+    int32_t lanes[8] = {}, mins[8];
+    for (int j = 0; j < 8; ++j) {  // sub-block j: values 32j .. 32j + 31
+      uint8_t sc, m;
+      q4_k_scale_min(j, blk.scales, &sc, &m);
+      mins[j] = m * x.sum32[r * (x.n_in / 32) + 8 * b + j];
+      for (int i = 0; i < 32; ++i) {
+        const uint8_t byte = blk.qs[32 * (j / 2) + i];
+        const int nibble = j % 2 ? byte >> 4 : byte & 0x0F;
+        lanes[i / 4] += sc * nibble * q[256 * b + 32 * j + i];
+      }
+    }
+    for (int k = 0; k < 8; ++k) {
+      s[k] = std::fma(dd, static_cast<float>(lanes[k]), s[k]);
+      s[k] = std::fma(dm, static_cast<float>(mins[k]), s[k]);
+    }
+  }
+  return sum_lanes8(s);
+}
+
+// One output of a Q6_K row against one quantized activation row.
+float dot_q6_k(const uint8_t* w, const Q8Rows& x, size_t r) {
+  const size_t nb = x.n_in / 256;
+  const int8_t* q = x.q + r * x.n_in;
+  float s[8] = {};
+  for (size_t b = 0; b < nb; ++b) {
+    BlockQ6_K blk;
+    std::memcpy(&blk, w + b * sizeof(BlockQ6_K), sizeof(blk));
+    const float dd = f16_to_f32_fast(blk.d) * x.d[r * nb + b];
+    int32_t lanes[8] = {};
+    for (int i = 0; i < 256; ++i) {
+      // Value i = 128n + 32quarter + l: ql[64n + 32(quarter % 2) + l], nibble quarter / 2, and
+      // bits 2quarter.. of qh[32n + l] (dequantize_block_q6_k's layout).
+      const int n = i / 128, quarter = i % 128 / 32, l = i % 32;
+      const uint8_t low = blk.ql[64 * n + 32 * (quarter % 2) + l];
+      const int nibble = quarter / 2 ? low >> 4 : low & 0x0F;
+      const int q6 = nibble | (((blk.qh[32 * n + l] >> (2 * quarter)) & 3) << 4);
+      lanes[i / 4 % 8] += blk.scales[i / 16] * (q6 - 32) * q[256 * b + i];
+    }
+    for (int k = 0; k < 8; ++k) s[k] = std::fma(dd, static_cast<float>(lanes[k]), s[k]);
+  }
+  return sum_lanes8(s);
+}
+
 size_t row_bytes_of(const WeightMatrix& w) {
   return dtype_bytes(w.dtype, static_cast<size_t>(w.n_in));
 }
@@ -127,15 +201,30 @@ q8act::Kernel simd_kernel(DType type) {
 }
 
 // The scalar reference as a kernel over outputs [o_begin, o_end), for targets without one.
+float dot_q4_0_row(const uint8_t* w, const Q8Rows& x, size_t r) {
+  return dot_q4_0(w, x.q + r * x.n_in, x.d + r * (x.n_in / 32), x.n_in);
+}
+
+template <float (*kDot)(const uint8_t*, const Q8Rows&, size_t)>
 void reference_kernel(float* out, const Q8Rows& x, const uint8_t* w, size_t row_bytes,
                       const float* bias, size_t n_rows, size_t n_out, size_t o_begin,
                       size_t o_end) {
-  const size_t nd = x.n_in / x.block;
   for (size_t r = 0; r < n_rows; ++r)
     for (size_t o = o_begin; o < o_end; ++o) {
-      const float dot = dot_q4_0(w + o * row_bytes, x.q + r * x.n_in, x.d + r * nd, x.n_in);
+      const float dot = kDot(w + o * row_bytes, x, r);
       out[r * n_out + o] = bias ? dot + bias[o] : dot;
     }
+}
+
+q8act::Kernel reference_kernel_for(DType type) {
+  switch (type) {
+    case DType::kQ4_K:
+      return reference_kernel<dot_q4_k>;
+    case DType::kQ6_K:
+      return reference_kernel<dot_q6_k>;
+    default:
+      return reference_kernel<dot_q4_0_row>;
+  }
 }
 
 }  // namespace
@@ -149,8 +238,8 @@ void matmul_q8act_reference(float* out, const float* x, const WeightMatrix& w, c
   if (n_rows <= 0 || w.n_out <= 0 || !q8act_kernel_handles(w.dtype)) return;
   ActivationScratch scratch;
   const Q8Rows rows = quantize_activations(scratch, x, n_rows, w.n_in, w.dtype, 1);
-  reference_kernel(out, rows, static_cast<const uint8_t*>(w.data), row_bytes_of(w), bias, n_rows,
-                   w.n_out, 0, w.n_out);
+  reference_kernel_for(w.dtype)(out, rows, static_cast<const uint8_t*>(w.data), row_bytes_of(w),
+                               bias, n_rows, w.n_out, 0, w.n_out);
 }
 
 void matmul_q8act_forward(float* out, const float* x, const WeightMatrix& w, const float* bias,
@@ -160,7 +249,7 @@ void matmul_q8act_forward(float* out, const float* x, const WeightMatrix& w, con
   const int n_threads = std::max(par.n_threads, 1);
   const Q8Rows rows = quantize_activations(scratch, x, n_rows, w.n_in, w.dtype, n_threads);
   q8act::Kernel kernel = simd_kernel(w.dtype);
-  if (kernel == nullptr) kernel = reference_kernel;
+  if (kernel == nullptr) kernel = reference_kernel_for(w.dtype);
   const auto* data = static_cast<const uint8_t*>(w.data);
   const size_t row_bytes = row_bytes_of(w), n_out = w.n_out;
   // Slices of 16 outputs (whole tiles of every kernel), spread evenly over the threads.

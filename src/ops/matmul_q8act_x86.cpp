@@ -17,8 +17,11 @@
 // chunks of kRowChunk so that a chunk's int8 rows stay in L2 while every output tile reads them.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 
 #include "ops/matmul_q8act_kernels.h"
+#include "ops/quant.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -60,6 +63,51 @@ KVLM_AVX2_INLINE float Reduce8(__m256 t) {
 
 KVLM_VNNI_INLINE float Reduce16(__m512 s) {
   return Reduce8(_mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1)));
+}
+
+// The loops every kernel shares. Tile<RO, RR>::Run computes RR activation rows x RO outputs;
+// *Rows::Run<RO> runs rows [r0, r1) of one output tile, RR at a time and then one, compiled
+// for its instruction set (one copy per set: the attribute is the only difference); Walk goes
+// over the row chunks and the output tiles of [o_begin, o_end), then single outputs.
+template <template <int, int> class Tile, int RR>
+struct VnniRows {
+  template <int RO>
+  __attribute__((noinline)) KVLM_VNNI_TARGET static void Run(float* out, const Q8Rows& x,
+                                                             size_t r0, size_t r1,
+                                                             const uint8_t* w, size_t row_bytes,
+                                                             const float* bias, size_t n_out) {
+    size_t r = r0;
+    for (; r + RR <= r1; r += RR) Tile<RO, RR>::Run(out, x, r, w, row_bytes, bias, n_out);
+    for (; r < r1; ++r) Tile<RO, 1>::Run(out, x, r, w, row_bytes, bias, n_out);
+  }
+};
+
+template <template <int, int> class Tile, int RR>
+struct Avx2Rows {
+  template <int RO>
+  __attribute__((noinline)) KVLM_AVX2_TARGET static void Run(float* out, const Q8Rows& x,
+                                                             size_t r0, size_t r1,
+                                                             const uint8_t* w, size_t row_bytes,
+                                                             const float* bias, size_t n_out) {
+    size_t r = r0;
+    for (; r + RR <= r1; r += RR) Tile<RO, RR>::Run(out, x, r, w, row_bytes, bias, n_out);
+    for (; r < r1; ++r) Tile<RO, 1>::Run(out, x, r, w, row_bytes, bias, n_out);
+  }
+};
+
+template <class Rows, int RO>
+void Walk(float* out, const Q8Rows& x, const uint8_t* w, size_t row_bytes, const float* bias,
+          size_t n_rows, size_t n_out, size_t o_begin, size_t o_end) {
+  for (size_t r0 = 0; r0 < n_rows; r0 += kRowChunk) {
+    const size_t r1 = std::min(n_rows, r0 + kRowChunk);
+    size_t o = o_begin;
+    for (; o + RO <= o_end; o += RO)
+      Rows::template Run<RO>(out + o, x, r0, r1, w + o * row_bytes, row_bytes,
+                             bias ? bias + o : nullptr, n_out);
+    for (; o < o_end; ++o)
+      Rows::template Run<1>(out + o, x, r0, r1, w + o * row_bytes, row_bytes,
+                            bias ? bias + o : nullptr, n_out);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -133,40 +181,20 @@ KVLM_VNNI_INLINE void Q4_0TileVnni(float* out, const Q8Rows& x, size_t r0, const
     }
 }
 
-// Rows [r0, r1) of outputs [o, o + RO).
 template <int RO, int RR>
-KVLM_VNNI_INLINE void Q4_0RowsVnni(float* out, const Q8Rows& x, size_t r0, size_t r1,
-                                   const uint8_t* w, size_t row_bytes, const float* bias,
-                                   size_t n_out) {
-  size_t r = r0;
-  for (; r + RR <= r1; r += RR) Q4_0TileVnni<RO, RR>(out, x, r, w, row_bytes, bias, n_out);
-  for (; r < r1; ++r) Q4_0TileVnni<RO, 1>(out, x, r, w, row_bytes, bias, n_out);
-}
-
-template <int RO, int RR>
-__attribute__((noinline)) KVLM_VNNI_TARGET void Q4_0Vnni(float* out, const Q8Rows& x,
-                                                         const uint8_t* w, size_t row_bytes,
-                                                         const float* bias, size_t n_rows,
-                                                         size_t n_out, size_t o_begin,
-                                                         size_t o_end) {
-  for (size_t r0 = 0; r0 < n_rows; r0 += kRowChunk) {
-    const size_t r1 = std::min(n_rows, r0 + kRowChunk);
-    size_t o = o_begin;
-    for (; o + RO <= o_end; o += RO)
-      Q4_0RowsVnni<RO, RR>(out + o, x, r0, r1, w + o * row_bytes, row_bytes,
-                           bias ? bias + o : nullptr, n_out);
-    for (; o < o_end; ++o)
-      Q4_0RowsVnni<1, RR>(out + o, x, r0, r1, w + o * row_bytes, row_bytes,
-                          bias ? bias + o : nullptr, n_out);
+struct Q4_0VnniTile {
+  static KVLM_VNNI_INLINE void Run(float* out, const Q8Rows& x, size_t r0, const uint8_t* w,
+                                   size_t row_bytes, const float* bias, size_t n_out) {
+    Q4_0TileVnni<RO, RR>(out, x, r0, w, row_bytes, bias, n_out);
   }
-}
+};
 
 void Q4_0Avx512Vnni(float* out, const Q8Rows& x, const uint8_t* w, size_t row_bytes,
                     const float* bias, size_t n_rows, size_t n_out, size_t o_begin, size_t o_end) {
   if (n_rows < 4)
-    Q4_0Vnni<4, 1>(out, x, w, row_bytes, bias, n_rows, n_out, o_begin, o_end);
+    Walk<VnniRows<Q4_0VnniTile, 1>, 4>(out, x, w, row_bytes, bias, n_rows, n_out, o_begin, o_end);
   else
-    Q4_0Vnni<4, 4>(out, x, w, row_bytes, bias, n_rows, n_out, o_begin, o_end);
+    Walk<VnniRows<Q4_0VnniTile, 4>, 4>(out, x, w, row_bytes, bias, n_rows, n_out, o_begin, o_end);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -223,40 +251,353 @@ KVLM_AVX2_INLINE void Q4_0TileAvx2(float* out, const Q8Rows& x, size_t r0, const
 }
 
 template <int RO, int RR>
-KVLM_AVX2_INLINE void Q4_0RowsAvx2(float* out, const Q8Rows& x, size_t r0, size_t r1,
-                                   const uint8_t* w, size_t row_bytes, const float* bias,
-                                   size_t n_out) {
-  size_t r = r0;
-  for (; r + RR <= r1; r += RR) Q4_0TileAvx2<RO, RR>(out, x, r, w, row_bytes, bias, n_out);
-  for (; r < r1; ++r) Q4_0TileAvx2<RO, 1>(out, x, r, w, row_bytes, bias, n_out);
-}
-
-template <int RO, int RR>
-__attribute__((noinline)) KVLM_AVX2_TARGET void Q4_0Avx2Impl(float* out, const Q8Rows& x,
-                                                             const uint8_t* w, size_t row_bytes,
-                                                             const float* bias, size_t n_rows,
-                                                             size_t n_out, size_t o_begin,
-                                                             size_t o_end) {
-  for (size_t r0 = 0; r0 < n_rows; r0 += kRowChunk) {
-    const size_t r1 = std::min(n_rows, r0 + kRowChunk);
-    size_t o = o_begin;
-    for (; o + RO <= o_end; o += RO)
-      Q4_0RowsAvx2<RO, RR>(out + o, x, r0, r1, w + o * row_bytes, row_bytes,
-                           bias ? bias + o : nullptr, n_out);
-    for (; o < o_end; ++o)
-      Q4_0RowsAvx2<1, RR>(out + o, x, r0, r1, w + o * row_bytes, row_bytes,
-                          bias ? bias + o : nullptr, n_out);
+struct Q4_0Avx2Tile {
+  static KVLM_AVX2_INLINE void Run(float* out, const Q8Rows& x, size_t r0, const uint8_t* w,
+                                   size_t row_bytes, const float* bias, size_t n_out) {
+    Q4_0TileAvx2<RO, RR>(out, x, r0, w, row_bytes, bias, n_out);
   }
-}
+};
 
 void Q4_0Avx2(float* out, const Q8Rows& x, const uint8_t* w, size_t row_bytes, const float* bias,
               size_t n_rows, size_t n_out, size_t o_begin, size_t o_end) {
   if (n_rows < 2)
-    Q4_0Avx2Impl<4, 1>(out, x, w, row_bytes, bias, n_rows, n_out, o_begin, o_end);
+    Walk<Avx2Rows<Q4_0Avx2Tile, 1>, 4>(out, x, w, row_bytes, bias, n_rows, n_out, o_begin, o_end);
   else
-    Q4_0Avx2Impl<2, 2>(out, x, w, row_bytes, bias, n_rows, n_out, o_begin, o_end);
+    Walk<Avx2Rows<Q4_0Avx2Tile, 2>, 2>(out, x, w, row_bytes, bias, n_rows, n_out, o_begin, o_end);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Q4_K and Q6_K: a 256-value block summed in integers (matmul_q8act.h), 8 int32 lanes k holding
+// the values i with (i / 4) % 8 = k, each group of 4 products times its scale. A decoder gives,
+// per chunk of values, the weights as unsigned bytes in value order and the scale of each
+// int32 lane (in its low 16 bits, the high ones zero, so that vpmaddwd / vpdpwssd multiply the
+// lane's sum, which fits in int16, by it). Q6_K's -32 is folded into the sums' start (off4);
+// Q4_K's mins are a second, per-sub-block product with the activations' sums of 32.
+
+// Per-lane scale indices: lane l of chunk h reads scale kFirst(h) + l / kPer.
+template <int kChunks, int kStride, int kPer>
+struct ScaleIndex {
+  alignas(64) int32_t lanes[kChunks][16];
+  constexpr ScaleIndex() : lanes() {
+    for (int h = 0; h < kChunks; ++h)
+      for (int l = 0; l < 16; ++l) lanes[h][l] = (kStride * h + l / kPer) % 16;
+  }
+};
+
+// Q4_K, AVX-512: chunk h = values 64h .. 64h + 63 = the low, then the high nibbles of
+// qs[32h .. 32h + 31] (sub-blocks 2h and 2h + 1; lanes 0-7 and 8-15).
+struct Q4_KVnni {
+  static constexpr size_t kBytes = 144;
+  static constexpr bool kOffset = false, kMins = true;
+  static constexpr ScaleIndex<4, 2, 8> kIndex{};
+  __m512i sc;    // int32: the 8 scales, then the 8 mins (6 bits: high halves zero)
+  __m256i mins;  // int32: the 8 mins
+  float dw, dmin;
+  KVLM_VNNI_INLINE void Init(const uint8_t* b) {
+    alignas(16) uint8_t bytes[16];
+    q4_k_unpack_scales(bytes, b + 4);
+    sc = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(bytes)));
+    mins = _mm512_extracti32x8_epi32(sc, 1);
+    dw = HalfAt(b);
+    dmin = HalfAt(b + 2);
+  }
+  template <int h>
+  KVLM_VNNI_INLINE __m512i Quants(const uint8_t* b) const {
+    const __m512i v =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * h)));
+    return _mm512_and_si512(_mm512_srlv_epi64(v, _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0)),
+                            _mm512_set1_epi8(0x0F));
+  }
+  template <int h>
+  KVLM_VNNI_INLINE __m512i Scales() const {
+    return _mm512_permutexvar_epi32(_mm512_load_si512(kIndex.lanes[h]), sc);
+  }
+};
+
+// Q6_K, AVX-512: chunk h = values 64h .. 64h + 63 = quarters 2(h % 2) and 2(h % 2) + 1 of half
+// n = h / 2: ql[64n .. 64n + 63] (nibble h % 2), and bits 4(h % 2) (low 32 values) and
+// 4(h % 2) + 2 (high 32) of qh[32n .. 32n + 31]; lane l's scale is scales[4h + l / 4].
+struct Q6_KVnni {
+  static constexpr size_t kBytes = 210;
+  static constexpr bool kOffset = true, kMins = false;
+  static constexpr ScaleIndex<4, 4, 4> kIndex{};
+  __m512i sc;  // the 16 int8 scales in int32 lanes' low halves
+  __m256i mins;  // unused
+  float dw, dmin;  // dmin unused
+  KVLM_VNNI_INLINE void Init(const uint8_t* b) {
+    const __m512i s =
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)));
+    sc = _mm512_and_si512(s, _mm512_set1_epi32(0xFFFF));
+    dw = HalfAt(b + 208);
+  }
+  template <int h>
+  KVLM_VNNI_INLINE __m512i Quants(const uint8_t* b) const {
+    constexpr int n = h / 2, hp = h % 2;
+    const __m512i ql = _mm512_loadu_si512(b + 64 * n);
+    const __m512i nib = _mm512_and_si512(hp ? _mm512_srli_epi16(ql, 4) : ql, _mm512_set1_epi8(0x0F));
+    const __m512i qh = _mm512_broadcast_i64x4(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * n)));
+    const __m512i shift = _mm512_set_epi64(4 * hp + 2, 4 * hp + 2, 4 * hp + 2, 4 * hp + 2, 4 * hp,
+                                           4 * hp, 4 * hp, 4 * hp);
+    const __m512i high = _mm512_and_si512(_mm512_srlv_epi64(qh, shift), _mm512_set1_epi8(3));
+    return _mm512_or_si512(nib, _mm512_slli_epi16(high, 4));  // bytes <= 3 << 4: no carry
+  }
+  template <int h>
+  KVLM_VNNI_INLINE __m512i Scales() const {
+    return _mm512_permutexvar_epi32(_mm512_load_si512(kIndex.lanes[h]), sc);
+  }
+};
+
+// A block's end for one tile, on both instruction sets: lanes[ro][rr] holds I_{b,k}; the 8
+// float chains take fl(dw * d) * I and, for Q4_K, -fl(dmin * d) * M (matmul_q8act.h).
+template <class Dec, int RO, int RR>
+KVLM_AVX2_INLINE void KBlockEnd(__m256 (&acc)[RO][RR], const __m256i (&lanes)[RO][RR],
+                                const Dec (&dec)[RO], const Q8Rows& x, size_t r0, size_t b) {
+  const size_t nb = x.n_in / 256;
+  for (int rr = 0; rr < RR; ++rr) {
+    const size_t r = r0 + rr;
+    const float dy = x.d[r * nb + b];
+    for (int ro = 0; ro < RO; ++ro) {
+      acc[ro][rr] = _mm256_fmadd_ps(_mm256_set1_ps(dec[ro].dw * dy),
+                                    _mm256_cvtepi32_ps(lanes[ro][rr]), acc[ro][rr]);
+      if constexpr (Dec::kMins) {
+        const __m256i sums = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(x.sum32 + r * (x.n_in / 32) + 8 * b));
+        acc[ro][rr] = _mm256_fmadd_ps(_mm256_set1_ps(-(dec[ro].dmin * dy)),
+                                      _mm256_cvtepi32_ps(_mm256_mullo_epi32(dec[ro].mins, sums)),
+                                      acc[ro][rr]);
+      }
+    }
+  }
+}
+
+template <int RO, int RR>
+KVLM_AVX2_INLINE void StoreTile(float* out, const __m256 (&acc)[RO][RR], size_t r0,
+                                const float* bias, size_t n_out) {
+  for (int rr = 0; rr < RR; ++rr)
+    for (int ro = 0; ro < RO; ++ro) {
+      const float dot = Reduce8(acc[ro][rr]);
+      out[(r0 + rr) * n_out + ro] = bias ? dot + bias[ro] : dot;
+    }
+}
+
+// Chunk h (64 values) of block b: each lane's 4 products (from off4 for Q6_K's -32), times
+// its scale, onto sum.
+template <class Dec, int RO, int RR, int h>
+KVLM_VNNI_INLINE void KChunkVnni(__m512i (&sum)[RO][RR], const Dec (&dec)[RO], const Q8Rows& x,
+                                 size_t r0, const uint8_t* w, size_t row_bytes, size_t b) {
+  const size_t n_in = x.n_in;
+  __m512i wv[RO], sv[RO];
+  for (int ro = 0; ro < RO; ++ro) {
+    wv[ro] = dec[ro].template Quants<h>(w + ro * row_bytes + b * Dec::kBytes);
+    sv[ro] = dec[ro].template Scales<h>();
+  }
+  for (int rr = 0; rr < RR; ++rr) {
+    const size_t r = r0 + rr;
+    const __m512i a = _mm512_loadu_si512(x.q + r * n_in + b * 256 + 64 * h);
+    const __m512i start = Dec::kOffset
+                              ? _mm512_loadu_si512(x.off4 + r * (n_in / 4) + b * 64 + 16 * h)
+                              : _mm512_setzero_si512();
+    for (int ro = 0; ro < RO; ++ro)
+      sum[ro][rr] =
+          _mm512_dpwssd_epi32(sum[ro][rr], _mm512_dpbusd_epi32(start, wv[ro], a), sv[ro]);
+  }
+}
+
+template <class Dec, int RO, int RR>
+KVLM_VNNI_INLINE void KTileVnni(float* out, const Q8Rows& x, size_t r0, const uint8_t* w,
+                                size_t row_bytes, const float* bias, size_t n_out) {
+  __m256 acc[RO][RR];
+  for (int ro = 0; ro < RO; ++ro)
+    for (int rr = 0; rr < RR; ++rr) acc[ro][rr] = _mm256_setzero_ps();
+  for (size_t b = 0; b < x.n_in / 256; ++b) {
+    {  // as Q4_0's tiles: the part of the tile kPrefetchTiles ahead that this step reads
+      const char* ahead = reinterpret_cast<const char*>(w) + kPrefetchTiles * RO * row_bytes +
+                          b * (RO * Dec::kBytes);
+      for (size_t line = 0; line < RO * Dec::kBytes; line += 64)
+        _mm_prefetch(ahead + line, _MM_HINT_T0);
+    }
+    Dec dec[RO];
+    for (int ro = 0; ro < RO; ++ro) dec[ro].Init(w + ro * row_bytes + b * Dec::kBytes);
+    __m512i sum[RO][RR];
+    for (int ro = 0; ro < RO; ++ro)
+      for (int rr = 0; rr < RR; ++rr) sum[ro][rr] = _mm512_setzero_si512();
+    KChunkVnni<Dec, RO, RR, 0>(sum, dec, x, r0, w, row_bytes, b);
+    KChunkVnni<Dec, RO, RR, 1>(sum, dec, x, r0, w, row_bytes, b);
+    KChunkVnni<Dec, RO, RR, 2>(sum, dec, x, r0, w, row_bytes, b);
+    KChunkVnni<Dec, RO, RR, 3>(sum, dec, x, r0, w, row_bytes, b);
+    __m256i lanes[RO][RR];  // lanes l and l + 8 hold the same k
+    for (int ro = 0; ro < RO; ++ro)
+      for (int rr = 0; rr < RR; ++rr)
+        lanes[ro][rr] = _mm256_add_epi32(_mm512_castsi512_si256(sum[ro][rr]),
+                                         _mm512_extracti32x8_epi32(sum[ro][rr], 1));
+    KBlockEnd<Dec, RO, RR>(acc, lanes, dec, x, r0, b);
+  }
+  StoreTile<RO, RR>(out, acc, r0, bias, n_out);
+}
+
+template <class Dec>
+struct KVnni {
+  template <int RO, int RR>
+  struct Tile {
+    static KVLM_VNNI_INLINE void Run(float* out, const Q8Rows& x, size_t r0, const uint8_t* w,
+                                     size_t row_bytes, const float* bias, size_t n_out) {
+      KTileVnni<Dec, RO, RR>(out, x, r0, w, row_bytes, bias, n_out);
+    }
+  };
+};
+
+template <class Dec>
+void KQuantAvx512Vnni(float* out, const Q8Rows& x, const uint8_t* w, size_t row_bytes,
+                      const float* bias, size_t n_rows, size_t n_out, size_t o_begin,
+                      size_t o_end) {
+  if (n_rows < 4)
+    Walk<VnniRows<KVnni<Dec>::template Tile, 1>, 4>(out, x, w, row_bytes, bias, n_rows, n_out,
+                                                    o_begin, o_end);
+  else
+    Walk<VnniRows<KVnni<Dec>::template Tile, 4>, 2>(out, x, w, row_bytes, bias, n_rows, n_out,
+                                                    o_begin, o_end);
+}
+
+// Q4_K, AVX2: chunk c = sub-block c, values 32c .. 32c + 31: the low (c even) or high nibbles
+// of qs[32(c / 2) ..]; one scale for the whole ymm.
+struct Q4_KAvx2 {
+  static constexpr size_t kBytes = 144;
+  static constexpr bool kOffset = false, kMins = true;
+  __m256i sc, mins;  // int32: the 8 scales, the 8 mins
+  float dw, dmin;
+  KVLM_AVX2_INLINE void Init(const uint8_t* b) {
+    alignas(16) uint8_t bytes[16];
+    q4_k_unpack_scales(bytes, b + 4);
+    sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes)));
+    mins = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes + 8)));
+    dw = HalfAt(b);
+    dmin = HalfAt(b + 2);
+  }
+  template <int c>
+  KVLM_AVX2_INLINE __m256i Quants(const uint8_t* b) const {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * (c / 2)));
+    return _mm256_and_si256(c % 2 ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0F));
+  }
+  template <int c>
+  KVLM_AVX2_INLINE __m256i Scales() const {
+    return _mm256_permutevar8x32_epi32(sc, _mm256_set1_epi32(c));
+  }
+};
+
+// Q6_K, AVX2: chunk c = quarter c % 4 of half c / 4: ql[64(c / 4) + 32(c % 2) ..] (nibble
+// (c % 4) / 2), bits 2(c % 4) of qh[32(c / 4) ..]; lanes 0-3 take scales[2c], 4-7 scales[2c + 1].
+struct Q6_KAvx2 {
+  static constexpr size_t kBytes = 210;
+  static constexpr bool kOffset = true, kMins = false;
+  __m256i sc[2];  // the 16 int8 scales in int32 lanes' low halves, 8 per register
+  __m256i mins;   // unused
+  float dw, dmin;  // dmin unused
+  KVLM_AVX2_INLINE void Init(const uint8_t* b) {
+    const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));
+    const __m256i low16 = _mm256_set1_epi32(0xFFFF);
+    sc[0] = _mm256_and_si256(_mm256_cvtepi8_epi32(s), low16);
+    sc[1] = _mm256_and_si256(_mm256_cvtepi8_epi32(_mm_srli_si128(s, 8)), low16);
+    dw = HalfAt(b + 208);
+  }
+  template <int c>
+  KVLM_AVX2_INLINE __m256i Quants(const uint8_t* b) const {
+    constexpr int n = c / 4, quarter = c % 4;
+    const __m256i ql =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * n + 32 * (quarter % 2)));
+    const __m256i nib =
+        _mm256_and_si256(quarter / 2 ? _mm256_srli_epi16(ql, 4) : ql, _mm256_set1_epi8(0x0F));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * n));
+    const __m256i high =
+        _mm256_and_si256(_mm256_srli_epi16(qh, 2 * quarter), _mm256_set1_epi8(3));
+    return _mm256_or_si256(nib, _mm256_slli_epi16(high, 4));  // bytes <= 3 << 4: no carry
+  }
+  template <int c>
+  KVLM_AVX2_INLINE __m256i Scales() const {
+    constexpr int first = 2 * c % 8;
+    return _mm256_permutevar8x32_epi32(
+        sc[c / 4], _mm256_set_epi32(first + 1, first + 1, first + 1, first + 1, first, first,
+                                    first, first));
+  }
+};
+
+// Chunk c (32 values) of block b: lane l sums values 32c + 4l .. 32c + 4l + 3 (k = l).
+template <class Dec, int RO, int RR, int c>
+KVLM_AVX2_INLINE void KChunkAvx2(__m256i (&sum)[RO][RR], const Dec (&dec)[RO], const Q8Rows& x,
+                                 size_t r0, const uint8_t* w, size_t row_bytes, size_t b) {
+  const size_t n_in = x.n_in;
+  __m256i wv[RO], sv[RO];
+  for (int ro = 0; ro < RO; ++ro) {
+    wv[ro] = dec[ro].template Quants<c>(w + ro * row_bytes + b * Dec::kBytes);
+    sv[ro] = dec[ro].template Scales<c>();
+  }
+  for (int rr = 0; rr < RR; ++rr) {
+    const size_t r = r0 + rr;
+    const __m256i a =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + r * n_in + b * 256 + 32 * c));
+    for (int ro = 0; ro < RO; ++ro) {
+      // |pair| <= 2 * 63 * 127: no saturation; |t| < 2^15, so vpmaddwd on its low half is exact
+      __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[ro], a), _mm256_set1_epi16(1));
+      if constexpr (Dec::kOffset)
+        t = _mm256_add_epi32(t, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                    x.off4 + r * (n_in / 4) + b * 64 + 8 * c)));
+      sum[ro][rr] = _mm256_add_epi32(sum[ro][rr], _mm256_madd_epi16(t, sv[ro]));
+    }
+  }
+}
+
+template <class Dec, int RO, int RR>
+KVLM_AVX2_INLINE void KTileAvx2(float* out, const Q8Rows& x, size_t r0, const uint8_t* w,
+                                size_t row_bytes, const float* bias, size_t n_out) {
+  __m256 acc[RO][RR];
+  for (int ro = 0; ro < RO; ++ro)
+    for (int rr = 0; rr < RR; ++rr) acc[ro][rr] = _mm256_setzero_ps();
+  for (size_t b = 0; b < x.n_in / 256; ++b) {
+    {
+      const char* ahead = reinterpret_cast<const char*>(w) + kPrefetchTiles * RO * row_bytes +
+                          b * (RO * Dec::kBytes);
+      for (size_t line = 0; line < RO * Dec::kBytes; line += 64)
+        _mm_prefetch(ahead + line, _MM_HINT_T0);
+    }
+    Dec dec[RO];
+    for (int ro = 0; ro < RO; ++ro) dec[ro].Init(w + ro * row_bytes + b * Dec::kBytes);
+    __m256i sum[RO][RR];
+    for (int ro = 0; ro < RO; ++ro)
+      for (int rr = 0; rr < RR; ++rr) sum[ro][rr] = _mm256_setzero_si256();
+    KChunkAvx2<Dec, RO, RR, 0>(sum, dec, x, r0, w, row_bytes, b);
+    KChunkAvx2<Dec, RO, RR, 1>(sum, dec, x, r0, w, row_bytes, b);
+    KChunkAvx2<Dec, RO, RR, 2>(sum, dec, x, r0, w, row_bytes, b);
+    KChunkAvx2<Dec, RO, RR, 3>(sum, dec, x, r0, w, row_bytes, b);
+    KChunkAvx2<Dec, RO, RR, 4>(sum, dec, x, r0, w, row_bytes, b);
+    KChunkAvx2<Dec, RO, RR, 5>(sum, dec, x, r0, w, row_bytes, b);
+    KChunkAvx2<Dec, RO, RR, 6>(sum, dec, x, r0, w, row_bytes, b);
+    KChunkAvx2<Dec, RO, RR, 7>(sum, dec, x, r0, w, row_bytes, b);
+    KBlockEnd<Dec, RO, RR>(acc, sum, dec, x, r0, b);
+  }
+  StoreTile<RO, RR>(out, acc, r0, bias, n_out);
+}
+
+template <class Dec>
+struct KAvx2 {
+  template <int RO, int RR>
+  struct Tile {
+    static KVLM_AVX2_INLINE void Run(float* out, const Q8Rows& x, size_t r0, const uint8_t* w,
+                                     size_t row_bytes, const float* bias, size_t n_out) {
+      KTileAvx2<Dec, RO, RR>(out, x, r0, w, row_bytes, bias, n_out);
+    }
+  };
+};
+
+template <class Dec>
+void KQuantAvx2(float* out, const Q8Rows& x, const uint8_t* w, size_t row_bytes,
+                const float* bias, size_t n_rows, size_t n_out, size_t o_begin, size_t o_end) {
+  if (n_rows < 2)
+    Walk<Avx2Rows<KAvx2<Dec>::template Tile, 1>, 4>(out, x, w, row_bytes, bias, n_rows, n_out,
+                                                    o_begin, o_end);
+  else
+    Walk<Avx2Rows<KAvx2<Dec>::template Tile, 2>, 2>(out, x, w, row_bytes, bias, n_rows, n_out,
+                                                    o_begin, o_end);
+}
 bool os_saves_avx512() {
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE
@@ -290,11 +631,29 @@ bool cpu_has_avx2() {
 }
 
 Kernel avx512_vnni_kernel(DType type) {
-  return type == DType::kQ4_0 ? Q4_0Avx512Vnni : nullptr;
+  switch (type) {
+    case DType::kQ4_0:
+      return Q4_0Avx512Vnni;
+    case DType::kQ4_K:
+      return KQuantAvx512Vnni<Q4_KVnni>;
+    case DType::kQ6_K:
+      return KQuantAvx512Vnni<Q6_KVnni>;
+    default:
+      return nullptr;
+  }
 }
 
 Kernel avx2_kernel(DType type) {
-  return type == DType::kQ4_0 ? Q4_0Avx2 : nullptr;
+  switch (type) {
+    case DType::kQ4_0:
+      return Q4_0Avx2;
+    case DType::kQ4_K:
+      return KQuantAvx2<Q4_KAvx2>;
+    case DType::kQ6_K:
+      return KQuantAvx2<Q6_KAvx2>;
+    default:
+      return nullptr;
+  }
 }
 
 }  // namespace kvlm::q8act

@@ -188,7 +188,8 @@ void matmul_quant_forward(float* out, const float* x, const WeightMatrix& w, con
   // Q4_0, Q5_0, Q4_K, Q6_K, and Q8_0 prefill: the kernels of matmul_kquant_simd.cpp.
   // Q8_0 up to 8 rows (batched decode) stays on this file's fused tiles: at 8 rows the panel
   // path decoded GPT-2 124M at 413-421 tok/s against their 555-571 (kvlm bench, batch 8).
-  // Q4_0: 8-bit activations and integer dot products (matmul_q8act.h), decode and prefill.
+  // Q4_0, Q4_K, Q6_K: 8-bit activations and integer dot products (matmul_q8act.h), decode and
+  // prefill.
   if (q8act_kernel_handles(w.dtype)) return matmul_q8act_forward(out, x, w, bias, n_rows, par);
   const bool q8_decode = w.dtype == DType::kQ8_0 && n_rows <= 8;
   if (!q8_decode && kquant_kernel_handles(w.dtype, n_rows))

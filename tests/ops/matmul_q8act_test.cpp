@@ -25,7 +25,12 @@ namespace {
 
 using test::QuantMatrix;
 
-constexpr DType kTypes[] = {DType::kQ4_0};
+constexpr DType kTypes[] = {DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+
+// The activation block of each type (matmul_q8act.h).
+int activation_block(DType type) {
+  return type == DType::kQ4_0 ? 32 : 256;
+}
 
 // matmul_forward on m against the reference, bitwise; nothing written outside out.
 void expect_reference_bits(const QuantMatrix& m, int n_rows, int offset, int threads,
@@ -50,7 +55,7 @@ void expect_reference_bits(const QuantMatrix& m, int n_rows, int offset, int thr
 
 std::vector<int> widths(DType type) {
   if (dtype_block_elements(type) == 32) return {32, 64, 96, 160, 544, 768};
-  return {256, 512, 1280};
+  return {256, 512, 768, 1280, 2304};
 }
 
 TEST(MatmulQ8ActTest, EveryTargetGivesTheReferenceBits) {
@@ -126,6 +131,81 @@ TEST(MatmulQ8ActTest, Q4_0ReferenceMatchesAHandComputedSum) {
   EXPECT_EQ(out, static_cast<float>(want) + 0.5f);
 }
 
+// Integer activations whose largest magnitude in each 256-block is 127 quantize to themselves
+// (scale 1); with fp16 scales of 1 the K-quant weights are integers (dequantize_block_*, the
+// independent layout reference), so the output is their exact integer dot product.
+std::vector<float> integer_activations(int n, std::mt19937& rng) {
+  std::vector<float> x(n);
+  std::uniform_int_distribution<int> v(-127, 127);
+  for (int i = 0; i < n; ++i) x[i] = static_cast<float>(i % 256 == 7 ? -127 : v(rng));
+  return x;
+}
+
+void expect_integer_dot(const std::vector<uint8_t>& bytes, DType type, int n_blocks,
+                        const std::vector<float>& x) {
+  const int n_in = 256 * n_blocks;
+  std::vector<float> w(n_in);
+  dequantize_row(w.data(), bytes.data(), type, n_in);
+  int64_t want = 0;
+  for (int i = 0; i < n_in; ++i) {
+    ASSERT_EQ(w[i], std::round(w[i])) << "weight " << i;
+    want += static_cast<int64_t>(w[i]) * static_cast<int64_t>(x[i]);
+  }
+  const WeightMatrix m{bytes.data(), type, WeightLayout::kOutIn, n_in, 1};
+  float out = 0;
+  matmul_q8act_reference(&out, x.data(), m, nullptr, 1);
+  EXPECT_EQ(out, static_cast<float>(want)) << dtype_name(type);
+  float fast = 0;
+  for_each_target([&](const SimdTarget& t) {
+    matmul_forward(&fast, x.data(), m, nullptr, 1, Parallel{1});
+    EXPECT_EQ(fast, out) << dtype_name(type) << " on " << t.name;
+  });
+}
+
+// Q4_K: d = dmin = 1, sub-block j's scale j + 1 and min 2j + 1 (packed as q4_k_scale_min
+// reads them), random nibbles.
+TEST(MatmulQ8ActTest, Q4_KReferenceMatchesAHandComputedSum) {
+  std::mt19937 rng(61);
+  const int n_blocks = 3;
+  std::vector<uint8_t> bytes(n_blocks * sizeof(BlockQ4_K));
+  for (int b = 0; b < n_blocks; ++b) {
+    BlockQ4_K block;
+    block.d = block.dmin = 0x3c00;
+    for (int j = 0; j < 8; ++j) {
+      const int sc = (j + b) % 8 + 1, m = 2 * ((j + b) % 8) + 1;  // < 16: no high bits
+      if (j < 4) {
+        block.scales[j] = static_cast<uint8_t>(sc);
+        block.scales[j + 4] = static_cast<uint8_t>(m);
+      } else {
+        block.scales[j + 4] = static_cast<uint8_t>(sc | (m << 4));
+      }
+    }
+    for (uint8_t& q : block.qs) q = static_cast<uint8_t>(rng());
+    std::memcpy(bytes.data() + b * sizeof(block), &block, sizeof(block));
+  }
+  uint8_t sc, m;
+  q4_k_scale_min(6, bytes.data() + 4, &sc, &m);
+  ASSERT_EQ(sc, 7);
+  ASSERT_EQ(m, 13);
+  expect_integer_dot(bytes, DType::kQ4_K, n_blocks, integer_activations(256 * n_blocks, rng));
+}
+
+// Q6_K: d = 1, scales of both signs, random 6-bit quants.
+TEST(MatmulQ8ActTest, Q6_KReferenceMatchesAHandComputedSum) {
+  std::mt19937 rng(67);
+  const int n_blocks = 3;
+  std::vector<uint8_t> bytes(n_blocks * sizeof(BlockQ6_K));
+  for (int b = 0; b < n_blocks; ++b) {
+    BlockQ6_K block;
+    for (uint8_t& q : block.ql) q = static_cast<uint8_t>(rng());
+    for (uint8_t& q : block.qh) q = static_cast<uint8_t>(rng());
+    for (int k = 0; k < 16; ++k) block.scales[k] = static_cast<int8_t>(3 * k - 20 + b);
+    block.d = 0x3c00;
+    std::memcpy(bytes.data() + b * sizeof(block), &block, sizeof(block));
+  }
+  expect_integer_dot(bytes, DType::kQ6_K, n_blocks, integer_activations(256 * n_blocks, rng));
+}
+
 // Against the exact product of the dequantized weights and the fp32 activations: each
 // activation moves by at most half its block's scale d = amax / 127, so the output moves by at
 // most sum_i |w_i| * d_b(i) / 2, plus the float rounding of a few hundred terms (bounded here
@@ -133,7 +213,7 @@ TEST(MatmulQ8ActTest, Q4_0ReferenceMatchesAHandComputedSum) {
 TEST(MatmulQ8ActTest, ReferenceStaysWithinTheActivationRoundingBound) {
   std::mt19937 rng(59);
   for (DType type : kTypes) {
-    const int n_in = 768, n_out = 16, block = 32;
+    const int n_in = 768, n_out = 16, block = activation_block(type);
     const QuantMatrix m = test::random_quant_matrix(type, n_in, n_out, 0, rng);
     const std::vector<float> x = test::random_normals(n_in, rng);
     std::vector<float> out(n_out);
