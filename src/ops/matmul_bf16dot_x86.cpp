@@ -266,6 +266,115 @@ KVLM_BF16DOT_NOINLINE void InOutStreamThread(float* out, const float* x, const u
   }
 }
 
+// One pass of the row stream's register tile: pairs [0, qb) of rows R x columns
+// [col, col + n_cols) (n_cols <= V * 16; kFull: exactly V * 16), the chains continued from
+// `out` (or from zero when `first`; bias added when `last`). w: weight row i at column col;
+// odd_missing: the last pair has no odd row (odd n_in), its second half reads 0. The weight
+// pairs are built in registers as they are read, each feeding R vdpbf16ps; the same columns of
+// the rows at `ahead` (the next tile's) are fetched two rows per pair.
+template <int R, int V, bool kFull>
+KVLM_BF16DOT_INLINE void StreamRegTile(float* out, size_t n_out, const uint32_t* a,
+                                       const uint16_t* w, size_t qb, bool odd_missing,
+                                       const float* bias, bool first, bool last, size_t col,
+                                       size_t n_cols, const uint16_t* ahead, __m512i index) {
+  __mmask32 m[V];
+  for (int v = 0; v < V; ++v)
+    m[v] = kFull ? static_cast<__mmask32>(0xffffffffu)
+                 : Mask32(std::min<size_t>(kLanes, n_cols - std::min(n_cols, v * kLanes)));
+  __m512 acc[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v)
+      acc[r][v] = first ? _mm512_setzero_ps()
+                        : _mm512_maskz_loadu_ps(static_cast<__mmask16>(m[v]),
+                                                out + r * n_out + col + v * kLanes);
+  constexpr size_t kBytes = V * kLanes * sizeof(uint16_t);
+  auto pass = [&](size_t q, bool with_odd) KVLM_BF16DOT_TARGET {
+    if (ahead) {
+      for (size_t k = 2 * q; k < 2 * q + 2; ++k) {
+        const char* next = reinterpret_cast<const char*>(ahead + k * n_out);
+        for (size_t b = 0; b < kBytes; b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
+        _mm_prefetch(next + kBytes - 1, _MM_HINT_T0);
+      }
+    }
+    const uint16_t* even = w + 2 * q * n_out;
+    __m512bh wv[V];
+    for (int v = 0; v < V; ++v) {
+      const __m512i e = kFull ? _mm512_loadu_si512(even + v * kLanes)
+                              : _mm512_maskz_loadu_epi16(m[v], even + v * kLanes);
+      const __m512i o = !with_odd ? _mm512_setzero_si512()
+                        : kFull   ? _mm512_loadu_si512(even + n_out + v * kLanes)
+                                  : _mm512_maskz_loadu_epi16(m[v], even + n_out + v * kLanes);
+      wv[v] = reinterpret_cast<__m512bh>(_mm512_permutex2var_epi16(e, index, o));
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m512bh xb = reinterpret_cast<__m512bh>(_mm512_set1_epi32(a[q * R + r]));
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], xb, wv[v]);
+    }
+  };
+  const size_t q_full = odd_missing ? qb - 1 : qb;
+  for (size_t q = 0; q < q_full; ++q) pass(q, true);
+  if (q_full < qb) pass(q_full, false);
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) {
+      const __mmask16 mv = static_cast<__mmask16>(m[v]);
+      __m512 sum = acc[r][v];
+      if (last && bias)
+        sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(mv, bias + col + v * kLanes));
+      _mm512_mask_storeu_ps(out + r * n_out + col + v * kLanes, mv, sum);
+    }
+}
+
+// kInOut row stream with register tiles, R (3..8) rows, thread t of nt: within each chunk of
+// its columns, the accumulators of the R rows x V vectors (24 of the 32 registers) stay in
+// registers for kTilePairs pairs of weight rows (the prefill Tile, its pairs read from the
+// matrix), each pair vector built once and feeding R vdpbf16ps; the chains live in `out` between
+// tiles. The one-pass kernel above loaded and stored every accumulator every 4 pairs and took
+// its x pair from memory for each vector: batch-8 decode ran at the load ports' rate, twice
+// the F16 row stream's time. Each output is still one chain over the pairs in increasing order
+// from zero, so the bits are InOutStreamThread's.
+template <int R>
+KVLM_BF16DOT_NOINLINE void InOutStreamRegThread(float* out, const float* x, const uint16_t* w,
+                                                const float* bias, size_t n_in, size_t n_out,
+                                                size_t t, size_t nt) {
+  constexpr int V = std::max(1, 24 / R);
+  constexpr size_t kCols = V * kLanes;
+  constexpr size_t kTilePairs = 16;  // 32 weight rows per register pass
+  constexpr size_t kChunk = std::max(kCols, 2048 / R / kCols * kCols);
+  const size_t n_vecs = (n_out + kLanes - 1) / kLanes;
+  const size_t c0 = n_vecs * t / nt * kLanes;
+  const size_t c1 = std::min(n_out, n_vecs * (t + 1) / nt * kLanes);
+  if (c0 >= c1) return;
+  const size_t n_pairs = (n_in + 1) / 2;
+  const __m512i index = InterleaveIndex();
+  alignas(64) uint32_t a[R * kStreamPairs];
+  for (size_t cb = c0; cb < c1; cb += kChunk) {
+    const size_t ce = std::min(c1, cb + kChunk);
+    for (size_t p0 = 0; p0 < n_pairs; p0 += kStreamPairs) {
+      const size_t pc = std::min(kStreamPairs, n_pairs - p0);
+      PackRowPairs(a, R, x, n_in, R, p0, pc);
+      for (size_t q0 = 0; q0 < pc; q0 += kTilePairs) {
+        const size_t qb = std::min(kTilePairs, pc - q0), i = 2 * (p0 + q0);
+        const bool first = p0 + q0 == 0, last = p0 + q0 + qb == n_pairs;
+        // The next tile's rows, or the next chunk's first rows after the last tile.
+        const uint16_t* ahead = !last ? w + (i + 2 * qb) * n_out + cb : ce < c1 ? w + ce : nullptr;
+        const bool odd_missing = i + 2 * qb > n_in;
+        for (size_t col = cb; col < ce; col += kCols) {
+          const size_t n_cols = std::min(kCols, ce - col);
+          const uint16_t* wt = w + i * n_out + col;
+          const uint16_t* at = ahead ? ahead + (col - cb) : nullptr;
+          if (n_cols == kCols) {
+            StreamRegTile<R, V, true>(out, n_out, a + q0 * R, wt, qb, odd_missing, bias, first,
+                                      last, col, n_cols, at, index);
+          } else {
+            StreamRegTile<R, V, false>(out, n_out, a + q0 * R, wt, qb, odd_missing, bias, first,
+                                       last, col, n_cols, at, index);
+          }
+        }
+      }
+    }
+  }
+}
+
 // kOutIn: outputs [o0, o0 + RO) for rows [0, rows) (rows <= RR), each a 16-lane chain over
 // 32-element chunks, reduced as matmul_bf16dot.h states.
 template <int RO, int RR>
@@ -478,6 +587,10 @@ using StreamFn = void (*)(float*, const float*, const uint16_t*, const float*, s
 constexpr StreamFn kStreamFns[kStreamMaxRows] = {
     InOutStreamThread<1>, InOutStreamThread<2>, InOutStreamThread<3>, InOutStreamThread<4>,
     InOutStreamThread<5>, InOutStreamThread<6>, InOutStreamThread<7>, InOutStreamThread<8>};
+constexpr StreamFn kStreamRegFns[kStreamMaxRows] = {
+    InOutStreamThread<1>,    InOutStreamThread<2>,    InOutStreamRegThread<3>,
+    InOutStreamRegThread<4>, InOutStreamRegThread<5>, InOutStreamRegThread<6>,
+    InOutStreamRegThread<7>, InOutStreamRegThread<8>};
 
 }  // namespace
 
@@ -512,7 +625,9 @@ void matmul_bf16dot_forward(float* out, const float* x, const WeightMatrix& w, c
     return;
   }
   for (size_t r = 0; r < T; r += kStreamMaxRows) {
-    const StreamFn fn = kStreamFns[std::min<size_t>(kStreamMaxRows, T - r) - 1];
+    // n_in == 0: the one-pass kernel stores the bias (the register tiles run no pass at all).
+    const StreamFn* fns = I == 0 ? kStreamFns : kStreamRegFns;
+    const StreamFn fn = fns[std::min<size_t>(kStreamMaxRows, T - r) - 1];
     float* o = out + r * O;
     const float* xr = x + r * I;
 #pragma omp parallel num_threads(n_threads)

@@ -215,6 +215,11 @@ TEST(MatmulBf16DotTest, LargeShapesCrossEveryBlock) {
   check_against_model(801, 37, 1, WeightLayout::kOutIn, 1, rng);     // one row: x converted once
   check_against_model(16400, 5, 1, WeightLayout::kOutIn, 2, rng);    // past that buffer's 16,384
   check_against_model(2500, 3000, 1, WeightLayout::kInOut, 0, rng);  // row stream: 2 chunks
+  // The row stream's register tiles (3-8 rows): several column chunks per thread, a partial
+  // last tile, two pair blocks of which the second is one pair missing its odd row.
+  check_against_model(2049, 700, 8, WeightLayout::kInOut, 1, rng);
+  check_against_model(1101, 530, 5, WeightLayout::kInOut, 3, rng);
+  check_against_model(67, 1000, 3, WeightLayout::kInOut, 2, rng);
 }
 
 // Through matmul_forward: BF16 goes to these kernels exactly when bf16_dot_active(), and then
