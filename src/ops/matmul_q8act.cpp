@@ -239,7 +239,7 @@ void matmul_q8act_reference(float* out, const float* x, const WeightMatrix& w, c
   ActivationScratch scratch;
   const Q8Rows rows = quantize_activations(scratch, x, n_rows, w.n_in, w.dtype, 1);
   reference_kernel_for(w.dtype)(out, rows, static_cast<const uint8_t*>(w.data), row_bytes_of(w),
-                               bias, n_rows, w.n_out, 0, w.n_out);
+                                bias, n_rows, w.n_out, 0, w.n_out);
 }
 
 void matmul_q8act_forward(float* out, const float* x, const WeightMatrix& w, const float* bias,

@@ -60,10 +60,10 @@ void matmul_q8act_reference(float* out, const float* x, const WeightMatrix& w, c
 // x's rows quantized for a weight type (the activation block and the integer sums its kernel
 // needs). The scalar definition every kernel reads.
 struct Q8Rows {
-  const int8_t* q = nullptr;      // [T, I]
-  const float* d = nullptr;       // [T, I / L]: one scale per activation block
-  const int32_t* off4 = nullptr;  // [T, I / 4]: -offset * (sum of 4 consecutive q): Q4_0's 8,
-                                  // Q6_K's 32
+  const int8_t* q = nullptr;       // [T, I]
+  const float* d = nullptr;        // [T, I / L]: one scale per activation block
+  const int32_t* off4 = nullptr;   // [T, I / 4]: -offset * (sum of 4 consecutive q): Q4_0's 8,
+                                   // Q6_K's 32
   const int32_t* sum32 = nullptr;  // [T, I / 32]: sum of each 32 q (Q4_K's mins)
   size_t n_in = 0;
   size_t block = 0;  // L

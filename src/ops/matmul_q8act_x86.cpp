@@ -72,10 +72,10 @@ KVLM_VNNI_INLINE float Reduce16(__m512 s) {
 template <template <int, int> class Tile, int RR>
 struct VnniRows {
   template <int RO>
-  __attribute__((noinline)) KVLM_VNNI_TARGET static void Run(float* out, const Q8Rows& x,
-                                                             size_t r0, size_t r1,
-                                                             const uint8_t* w, size_t row_bytes,
-                                                             const float* bias, size_t n_out) {
+  __attribute__((noinline)) KVLM_VNNI_TARGET static void Run(float* out, const Q8Rows& x, size_t r0,
+                                                             size_t r1, const uint8_t* w,
+                                                             size_t row_bytes, const float* bias,
+                                                             size_t n_out) {
     size_t r = r0;
     for (; r + RR <= r1; r += RR) Tile<RO, RR>::Run(out, x, r, w, row_bytes, bias, n_out);
     for (; r < r1; ++r) Tile<RO, 1>::Run(out, x, r, w, row_bytes, bias, n_out);
@@ -85,10 +85,10 @@ struct VnniRows {
 template <template <int, int> class Tile, int RR>
 struct Avx2Rows {
   template <int RO>
-  __attribute__((noinline)) KVLM_AVX2_TARGET static void Run(float* out, const Q8Rows& x,
-                                                             size_t r0, size_t r1,
-                                                             const uint8_t* w, size_t row_bytes,
-                                                             const float* bias, size_t n_out) {
+  __attribute__((noinline)) KVLM_AVX2_TARGET static void Run(float* out, const Q8Rows& x, size_t r0,
+                                                             size_t r1, const uint8_t* w,
+                                                             size_t row_bytes, const float* bias,
+                                                             size_t n_out) {
     size_t r = r0;
     for (; r + RR <= r1; r += RR) Tile<RO, RR>::Run(out, x, r, w, row_bytes, bias, n_out);
     for (; r < r1; ++r) Tile<RO, 1>::Run(out, x, r, w, row_bytes, bias, n_out);
@@ -303,8 +303,8 @@ struct Q4_KVnni {
   }
   template <int h>
   KVLM_VNNI_INLINE __m512i Quants(const uint8_t* b) const {
-    const __m512i v =
-        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * h)));
+    const __m512i v = _mm512_broadcast_i64x4(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * h)));
     return _mm512_and_si512(_mm512_srlv_epi64(v, _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0)),
                             _mm512_set1_epi8(0x0F));
   }
@@ -321,8 +321,8 @@ struct Q6_KVnni {
   static constexpr size_t kBytes = 210;
   static constexpr bool kOffset = true, kMins = false;
   static constexpr ScaleIndex<4, 4, 4> kIndex{};
-  __m512i sc;  // the 16 int8 scales in int32 lanes' low halves
-  __m256i mins;  // unused
+  __m512i sc;      // the 16 int8 scales in int32 lanes' low halves
+  __m256i mins;    // unused
   float dw, dmin;  // dmin unused
   KVLM_VNNI_INLINE void Init(const uint8_t* b) {
     const __m512i s =
@@ -334,7 +334,8 @@ struct Q6_KVnni {
   KVLM_VNNI_INLINE __m512i Quants(const uint8_t* b) const {
     constexpr int n = h / 2, hp = h % 2;
     const __m512i ql = _mm512_loadu_si512(b + 64 * n);
-    const __m512i nib = _mm512_and_si512(hp ? _mm512_srli_epi16(ql, 4) : ql, _mm512_set1_epi8(0x0F));
+    const __m512i nib =
+        _mm512_and_si512(hp ? _mm512_srli_epi16(ql, 4) : ql, _mm512_set1_epi8(0x0F));
     const __m512i qh = _mm512_broadcast_i64x4(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * n)));
     const __m512i shift = _mm512_set_epi64(4 * hp + 2, 4 * hp + 2, 4 * hp + 2, 4 * hp + 2, 4 * hp,
@@ -399,8 +400,7 @@ KVLM_VNNI_INLINE void KChunkVnni(__m512i (&sum)[RO][RR], const Dec (&dec)[RO], c
                               ? _mm512_loadu_si512(x.off4 + r * (n_in / 4) + b * 64 + 16 * h)
                               : _mm512_setzero_si512();
     for (int ro = 0; ro < RO; ++ro)
-      sum[ro][rr] =
-          _mm512_dpwssd_epi32(sum[ro][rr], _mm512_dpbusd_epi32(start, wv[ro], a), sv[ro]);
+      sum[ro][rr] = _mm512_dpwssd_epi32(sum[ro][rr], _mm512_dpbusd_epi32(start, wv[ro], a), sv[ro]);
   }
 }
 
@@ -490,8 +490,8 @@ struct Q4_KAvx2 {
 struct Q6_KAvx2 {
   static constexpr size_t kBytes = 210;
   static constexpr bool kOffset = true, kMins = false;
-  __m256i sc[2];  // the 16 int8 scales in int32 lanes' low halves, 8 per register
-  __m256i mins;   // unused
+  __m256i sc[2];   // the 16 int8 scales in int32 lanes' low halves, 8 per register
+  __m256i mins;    // unused
   float dw, dmin;  // dmin unused
   KVLM_AVX2_INLINE void Init(const uint8_t* b) {
     const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));
@@ -508,16 +508,15 @@ struct Q6_KAvx2 {
     const __m256i nib =
         _mm256_and_si256(quarter / 2 ? _mm256_srli_epi16(ql, 4) : ql, _mm256_set1_epi8(0x0F));
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * n));
-    const __m256i high =
-        _mm256_and_si256(_mm256_srli_epi16(qh, 2 * quarter), _mm256_set1_epi8(3));
+    const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * quarter), _mm256_set1_epi8(3));
     return _mm256_or_si256(nib, _mm256_slli_epi16(high, 4));  // bytes <= 3 << 4: no carry
   }
   template <int c>
   KVLM_AVX2_INLINE __m256i Scales() const {
     constexpr int first = 2 * c % 8;
     return _mm256_permutevar8x32_epi32(
-        sc[c / 4], _mm256_set_epi32(first + 1, first + 1, first + 1, first + 1, first, first,
-                                    first, first));
+        sc[c / 4],
+        _mm256_set_epi32(first + 1, first + 1, first + 1, first + 1, first, first, first, first));
   }
 };
 
@@ -589,8 +588,8 @@ struct KAvx2 {
 };
 
 template <class Dec>
-void KQuantAvx2(float* out, const Q8Rows& x, const uint8_t* w, size_t row_bytes,
-                const float* bias, size_t n_rows, size_t n_out, size_t o_begin, size_t o_end) {
+void KQuantAvx2(float* out, const Q8Rows& x, const uint8_t* w, size_t row_bytes, const float* bias,
+                size_t n_rows, size_t n_out, size_t o_begin, size_t o_end) {
   if (n_rows < 2)
     Walk<Avx2Rows<KAvx2<Dec>::template Tile, 1>, 4>(out, x, w, row_bytes, bias, n_rows, n_out,
                                                     o_begin, o_end);
