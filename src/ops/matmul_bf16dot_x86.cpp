@@ -266,6 +266,19 @@ KVLM_BF16DOT_NOINLINE void InOutStreamThread(float* out, const float* x, const u
   }
 }
 
+// The 16 bf16 columns at p, 32 bytes, never more: the permute that pairs them reads only the low
+// 16 elements of each operand, so a full vector (kFull) is one 256-bit load with the upper half
+// left undefined, a partial one a masked load that reads nothing past its columns. (A 512-bit
+// load would read the next 16 columns too, past the end of the matrix at its last tile.)
+template <bool kFull>
+KVLM_BF16DOT_INLINE __m512i LoadColumns16(const uint16_t* p, __mmask32 mask) {
+  if constexpr (kFull) {
+    return _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  } else {
+    return _mm512_maskz_loadu_epi16(mask, p);
+  }
+}
+
 // One pass of the row stream's register tile: pairs [0, qb) of rows R x columns
 // [col, col + n_cols) (n_cols <= V * 16; kFull: exactly V * 16), the chains continued from
 // `out` (or from zero when `first`; bias added when `last`). w: weight row i at column col;
@@ -279,7 +292,7 @@ KVLM_BF16DOT_INLINE void StreamRegTile(float* out, size_t n_out, const uint32_t*
                                        size_t n_cols, const uint16_t* ahead, __m512i index) {
   __mmask32 m[V];
   for (int v = 0; v < V; ++v)
-    m[v] = kFull ? static_cast<__mmask32>(0xffffffffu)
+    m[v] = kFull ? Mask32(kLanes)
                  : Mask32(std::min<size_t>(kLanes, n_cols - std::min(n_cols, v * kLanes)));
   __m512 acc[R][V];
   for (int r = 0; r < R; ++r)
@@ -299,11 +312,9 @@ KVLM_BF16DOT_INLINE void StreamRegTile(float* out, size_t n_out, const uint32_t*
     const uint16_t* even = w + 2 * q * n_out;
     __m512bh wv[V];
     for (int v = 0; v < V; ++v) {
-      const __m512i e = kFull ? _mm512_loadu_si512(even + v * kLanes)
-                              : _mm512_maskz_loadu_epi16(m[v], even + v * kLanes);
-      const __m512i o = !with_odd ? _mm512_setzero_si512()
-                        : kFull   ? _mm512_loadu_si512(even + n_out + v * kLanes)
-                                  : _mm512_maskz_loadu_epi16(m[v], even + n_out + v * kLanes);
+      const __m512i e = LoadColumns16<kFull>(even + v * kLanes, m[v]);
+      const __m512i o =
+          with_odd ? LoadColumns16<kFull>(even + n_out + v * kLanes, m[v]) : _mm512_setzero_si512();
       wv[v] = reinterpret_cast<__m512bh>(_mm512_permutex2var_epi16(e, index, o));
     }
     for (int r = 0; r < R; ++r) {
@@ -326,12 +337,12 @@ KVLM_BF16DOT_INLINE void StreamRegTile(float* out, size_t n_out, const uint32_t*
 
 // kInOut row stream with register tiles, R (3..8) rows, thread t of nt: within each chunk of
 // its columns, the accumulators of the R rows x V vectors (24 of the 32 registers) stay in
-// registers for kTilePairs pairs of weight rows (the prefill Tile, its pairs read from the
-// matrix), each pair vector built once and feeding R vdpbf16ps; the chains live in `out` between
-// tiles. The one-pass kernel above loaded and stored every accumulator every 4 pairs and took
-// its x pair from memory for each vector: batch-8 decode ran at the load ports' rate, twice
-// the F16 row stream's time. Each output is still one chain over the pairs in increasing order
-// from zero, so the bits are InOutStreamThread's.
+// registers for kTilePairs pairs of weight rows (StreamRegTile), each pair vector built once
+// from the matrix and feeding R vdpbf16ps; the chains live in `out` between tiles. The one-pass
+// kernel above loaded and stored every accumulator every 4 pairs and took its x pair from memory
+// for each vector: batch-8 decode ran at the load ports' rate, twice the F16 row stream's time.
+// Each output is still one chain over the pairs in increasing order from zero, so the bits are
+// InOutStreamThread's.
 template <int R>
 KVLM_BF16DOT_NOINLINE void InOutStreamRegThread(float* out, const float* x, const uint16_t* w,
                                                 const float* bias, size_t n_in, size_t n_out,
