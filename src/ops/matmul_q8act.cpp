@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "ops/dispatch.h"
@@ -22,6 +23,7 @@ namespace {
 size_t activation_block(DType type) {
   switch (type) {
     case DType::kQ4_0:
+    case DType::kQ5_0:
       return 32;
     case DType::kQ4_K:
     case DType::kQ6_K:
@@ -31,9 +33,19 @@ size_t activation_block(DType type) {
   }
 }
 
-// Offset subtracted from each weight's unsigned code (Q4_0: 8, Q6_K: 32), folded into off4.
+// Offset subtracted from each weight's unsigned code (Q4_0: 8, Q5_0: 16, Q6_K: 32), folded
+// into off4.
 int32_t weight_offset(DType type) {
-  return type == DType::kQ4_0 ? 8 : (type == DType::kQ6_K ? 32 : 0);
+  switch (type) {
+    case DType::kQ4_0:
+      return 8;
+    case DType::kQ5_0:
+      return 16;
+    case DType::kQ6_K:
+      return 32;
+    default:
+      return 0;
+  }
 }
 
 // One row: q [n], d [n / block], off4 [n / 4] (when `offset`), sum32 [n / 32] (when `sums`).
@@ -104,18 +116,24 @@ float sum_lanes16(float* s) {
 }
 
 // One output of a Q4_0 row against one quantized activation row (matmul_q8act.h's order).
+// Block is BlockQ4_0 (weights nibble - 8) or BlockQ5_0 (weights (nibble | fifth bit << 4) - 16).
+template <class Block>
 float dot_q4_0(const uint8_t* w, const int8_t* q, const float* d, size_t n_in) {
+  constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_0>;
   float s[16] = {};
   for (size_t b = 0; b < n_in / 32; ++b) {
-    BlockQ4_0 blk;
-    std::memcpy(&blk, w + b * sizeof(BlockQ4_0), sizeof(blk));
+    Block blk;
+    std::memcpy(&blk, w + b * sizeof(Block), sizeof(blk));
+    uint32_t qh = 0;
+    if constexpr (kQ5) std::memcpy(&qh, blk.qh, 4);
     const float scale = f16_to_f32_fast(blk.d) * d[b];
     const int8_t* qb = q + b * 32;
     for (int p = 0; p < 8; ++p) {
       int32_t part = 0;
       for (int i = 4 * p; i < 4 * p + 4; ++i) {
         const int nibble = i < 16 ? blk.qs[i] & 0x0F : blk.qs[i - 16] >> 4;
-        part += (nibble - 8) * qb[i];
+        const int code = kQ5 ? nibble | (((qh >> i) & 1) << 4) : nibble;
+        part += (code - (kQ5 ? 16 : 8)) * qb[i];
       }
       float& lane = s[8 * (b % 2) + p];
       lane = std::fma(scale, static_cast<float>(part), lane);
@@ -201,8 +219,9 @@ q8act::Kernel simd_kernel(DType type) {
 }
 
 // The scalar reference as a kernel over outputs [o_begin, o_end), for targets without one.
+template <class Block>
 float dot_q4_0_row(const uint8_t* w, const Q8Rows& x, size_t r) {
-  return dot_q4_0(w, x.q + r * x.n_in, x.d + r * (x.n_in / 32), x.n_in);
+  return dot_q4_0<Block>(w, x.q + r * x.n_in, x.d + r * (x.n_in / 32), x.n_in);
 }
 
 template <float (*kDot)(const uint8_t*, const Q8Rows&, size_t)>
@@ -222,8 +241,10 @@ q8act::Kernel reference_kernel_for(DType type) {
       return reference_kernel<dot_q4_k>;
     case DType::kQ6_K:
       return reference_kernel<dot_q6_k>;
+    case DType::kQ5_0:
+      return reference_kernel<dot_q4_0_row<BlockQ5_0>>;
     default:
-      return reference_kernel<dot_q4_0_row>;
+      return reference_kernel<dot_q4_0_row<BlockQ4_0>>;
   }
 }
 

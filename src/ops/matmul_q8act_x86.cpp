@@ -115,28 +115,39 @@ void Walk(float* out, const Q8Rows& x, const uint8_t* w, size_t row_bytes, const
 
 // Two blocks' nibbles of one row (`b` at the first block; `two` false: the second is absent
 // and its lanes zero).
+template <int kBytes>
 KVLM_VNNI_INLINE __m512i Q4_0Pair(const uint8_t* b, bool two) {
   const __m512i shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2)));
+  __m512i v =
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kBytes - 16)));
   v = two ? _mm512_mask_broadcast_i32x4(
-                v, 0xFF00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18 + 2)))
+                v, 0xFF00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 * kBytes - 16)))
           : _mm512_maskz_mov_epi32(0x00FF, v);
-  return _mm512_and_si512(_mm512_srlv_epi64(v, shift), low4);
+  const __m512i q = _mm512_and_si512(_mm512_srlv_epi64(v, shift), low4);
+  if constexpr (kBytes == 22) {  // Q5_0: bit j of qh is value j's 16
+    uint32_t h0, h1 = 0;
+    std::memcpy(&h0, b + 2, 4);
+    if (two) std::memcpy(&h1, b + kBytes + 2, 4);
+    const __mmask64 high = h0 | (static_cast<uint64_t>(h1) << 32);
+    return _mm512_or_si512(q, _mm512_maskz_mov_epi8(high, _mm512_set1_epi8(0x10)));
+  }
+  return q;
 }
 
 // [d_b x 8 | d_b+1 x 8] (0 for an absent second block), converted by vcvtph2ps (F16C's bits).
+template <int kBytes>
 KVLM_VNNI_INLINE __m512 Q4_0PairScales(const uint8_t* b, bool two) {
   uint16_t h0, h1 = 0;
   std::memcpy(&h0, b, 2);
-  if (two) std::memcpy(&h1, b + 18, 2);
+  if (two) std::memcpy(&h1, b + kBytes, 2);
   const __m256i h =
       _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(static_cast<short>(h0))),
                               _mm_set1_epi16(static_cast<short>(h1)), 1);
   return _mm512_cvtph_ps(h);
 }
 
-template <int RO, int RR>
+template <int kBytes, int RO, int RR>
 KVLM_VNNI_INLINE void Q4_0TileVnni(float* out, const Q8Rows& x, size_t r0, const uint8_t* w,
                                    size_t row_bytes, const float* bias, size_t n_out) {
   const size_t n_in = x.n_in, nb = n_in / 32, n4 = n_in / 4;
@@ -150,15 +161,16 @@ KVLM_VNNI_INLINE void Q4_0TileVnni(float* out, const Q8Rows& x, size_t r0, const
     // tile kPrefetchTiles ahead that this step reads, one sequential stream.
     {
       const char* ahead =
-          reinterpret_cast<const char*>(w) + kPrefetchTiles * RO * row_bytes + b * (RO * 18);
-      for (size_t line = 0; line < 2 * RO * 18; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
+          reinterpret_cast<const char*>(w) + kPrefetchTiles * RO * row_bytes + b * (RO * kBytes);
+      for (size_t line = 0; line < 2 * RO * kBytes; line += 64)
+        _mm_prefetch(ahead + line, _MM_HINT_T0);
     }
     __m512i wv[RO];
     __m512 dw[RO];
     for (int ro = 0; ro < RO; ++ro) {
-      const uint8_t* blk = w + ro * row_bytes + b * 18;
-      wv[ro] = Q4_0Pair(blk, two);
-      dw[ro] = Q4_0PairScales(blk, two);
+      const uint8_t* blk = w + ro * row_bytes + b * kBytes;
+      wv[ro] = Q4_0Pair<kBytes>(blk, two);
+      dw[ro] = Q4_0PairScales<kBytes>(blk, two);
     }
     for (int rr = 0; rr < RR; ++rr) {
       const size_t r = r0 + rr;
@@ -181,30 +193,49 @@ KVLM_VNNI_INLINE void Q4_0TileVnni(float* out, const Q8Rows& x, size_t r0, const
     }
 }
 
-template <int RO, int RR>
-struct Q4_0VnniTile {
-  static KVLM_VNNI_INLINE void Run(float* out, const Q8Rows& x, size_t r0, const uint8_t* w,
-                                   size_t row_bytes, const float* bias, size_t n_out) {
-    Q4_0TileVnni<RO, RR>(out, x, r0, w, row_bytes, bias, n_out);
-  }
+template <int kBytes>
+struct Q4_0Vnni {
+  template <int RO, int RR>
+  struct Tile {
+    static KVLM_VNNI_INLINE void Run(float* out, const Q8Rows& x, size_t r0, const uint8_t* w,
+                                     size_t row_bytes, const float* bias, size_t n_out) {
+      Q4_0TileVnni<kBytes, RO, RR>(out, x, r0, w, row_bytes, bias, n_out);
+    }
+  };
 };
 
+// Q4_0 (kBytes 18) and Q5_0 (22: its fifth bits ORed into the nibbles as 16s).
+template <int kBytes>
 void Q4_0Avx512Vnni(float* out, const Q8Rows& x, const uint8_t* w, size_t row_bytes,
                     const float* bias, size_t n_rows, size_t n_out, size_t o_begin, size_t o_end) {
   if (n_rows < 4)
-    Walk<VnniRows<Q4_0VnniTile, 1>, 4>(out, x, w, row_bytes, bias, n_rows, n_out, o_begin, o_end);
+    Walk<VnniRows<Q4_0Vnni<kBytes>::template Tile, 1>, 4>(out, x, w, row_bytes, bias, n_rows, n_out,
+                                                          o_begin, o_end);
   else
-    Walk<VnniRows<Q4_0VnniTile, 4>, 4>(out, x, w, row_bytes, bias, n_rows, n_out, o_begin, o_end);
+    Walk<VnniRows<Q4_0Vnni<kBytes>::template Tile, 4>, 4>(out, x, w, row_bytes, bias, n_rows, n_out,
+                                                          o_begin, o_end);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Q4_0, AVX2: one block per ymm, [low nibbles | high nibbles] = values 0..31.
 
+template <int kBytes>
 KVLM_AVX2_INLINE __m256i Q4_0Block(const uint8_t* b) {
   const __m256i shift = _mm256_set_epi64x(4, 4, 0, 0);
-  const __m256i v =
-      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2)));
-  return _mm256_and_si256(_mm256_srlv_epi64(v, shift), _mm256_set1_epi8(0x0F));
+  const __m256i v = _mm256_broadcastsi128_si256(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kBytes - 16)));
+  const __m256i q = _mm256_and_si256(_mm256_srlv_epi64(v, shift), _mm256_set1_epi8(0x0F));
+  if constexpr (kBytes == 22) {  // Q5_0: bit j of qh to byte j (ggml's bytes_from_bits_32)
+    uint32_t h;
+    std::memcpy(&h, b + 2, 4);
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(static_cast<int>(h)),
+        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const __m256i set = _mm256_cmpeq_epi8(
+        _mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)), _mm256_set1_epi64x(-1));
+    return _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+  }
+  return q;
 }
 
 // Block b's 8 partial sums (with Q4_0's -8 folded in through off4) against row r.
@@ -216,7 +247,7 @@ KVLM_AVX2_INLINE __m256 Q4_0Partials(__m256i wv, const Q8Rows& x, size_t r, size
   return _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), off));
 }
 
-template <int RO, int RR>
+template <int kBytes, int RO, int RR>
 KVLM_AVX2_INLINE void Q4_0TileAvx2(float* out, const Q8Rows& x, size_t r0, const uint8_t* w,
                                    size_t row_bytes, const float* bias, size_t n_out) {
   const size_t nb = x.n_in / 32;
@@ -227,8 +258,8 @@ KVLM_AVX2_INLINE void Q4_0TileAvx2(float* out, const Q8Rows& x, size_t r0, const
     __m256i wv[RO];
     float dw[RO];
     for (int ro = 0; ro < RO; ++ro) {
-      wv[ro] = Q4_0Block(w + ro * row_bytes + b * 18);
-      dw[ro] = HalfAt(w + ro * row_bytes + b * 18);
+      wv[ro] = Q4_0Block<kBytes>(w + ro * row_bytes + b * kBytes);
+      dw[ro] = HalfAt(w + ro * row_bytes + b * kBytes);
     }
     for (int rr = 0; rr < RR; ++rr) {
       const float dx = x.d[(r0 + rr) * nb + b];
@@ -250,20 +281,26 @@ KVLM_AVX2_INLINE void Q4_0TileAvx2(float* out, const Q8Rows& x, size_t r0, const
     }
 }
 
-template <int RO, int RR>
-struct Q4_0Avx2Tile {
-  static KVLM_AVX2_INLINE void Run(float* out, const Q8Rows& x, size_t r0, const uint8_t* w,
-                                   size_t row_bytes, const float* bias, size_t n_out) {
-    Q4_0TileAvx2<RO, RR>(out, x, r0, w, row_bytes, bias, n_out);
-  }
+template <int kBytes>
+struct Q4_0Avx2Tiles {
+  template <int RO, int RR>
+  struct Tile {
+    static KVLM_AVX2_INLINE void Run(float* out, const Q8Rows& x, size_t r0, const uint8_t* w,
+                                     size_t row_bytes, const float* bias, size_t n_out) {
+      Q4_0TileAvx2<kBytes, RO, RR>(out, x, r0, w, row_bytes, bias, n_out);
+    }
+  };
 };
 
+template <int kBytes>
 void Q4_0Avx2(float* out, const Q8Rows& x, const uint8_t* w, size_t row_bytes, const float* bias,
               size_t n_rows, size_t n_out, size_t o_begin, size_t o_end) {
   if (n_rows < 2)
-    Walk<Avx2Rows<Q4_0Avx2Tile, 1>, 4>(out, x, w, row_bytes, bias, n_rows, n_out, o_begin, o_end);
+    Walk<Avx2Rows<Q4_0Avx2Tiles<kBytes>::template Tile, 1>, 4>(out, x, w, row_bytes, bias, n_rows,
+                                                               n_out, o_begin, o_end);
   else
-    Walk<Avx2Rows<Q4_0Avx2Tile, 2>, 2>(out, x, w, row_bytes, bias, n_rows, n_out, o_begin, o_end);
+    Walk<Avx2Rows<Q4_0Avx2Tiles<kBytes>::template Tile, 2>, 2>(out, x, w, row_bytes, bias, n_rows,
+                                                               n_out, o_begin, o_end);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -632,7 +669,9 @@ bool cpu_has_avx2() {
 Kernel avx512_vnni_kernel(DType type) {
   switch (type) {
     case DType::kQ4_0:
-      return Q4_0Avx512Vnni;
+      return Q4_0Avx512Vnni<18>;
+    case DType::kQ5_0:
+      return Q4_0Avx512Vnni<22>;
     case DType::kQ4_K:
       return KQuantAvx512Vnni<Q4_KVnni>;
     case DType::kQ6_K:
@@ -645,7 +684,9 @@ Kernel avx512_vnni_kernel(DType type) {
 Kernel avx2_kernel(DType type) {
   switch (type) {
     case DType::kQ4_0:
-      return Q4_0Avx2;
+      return Q4_0Avx2<18>;
+    case DType::kQ5_0:
+      return Q4_0Avx2<22>;
     case DType::kQ4_K:
       return KQuantAvx2<Q4_KAvx2>;
     case DType::kQ6_K:

@@ -25,11 +25,11 @@ namespace {
 
 using test::QuantMatrix;
 
-constexpr DType kTypes[] = {DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+constexpr DType kTypes[] = {DType::kQ4_0, DType::kQ5_0, DType::kQ4_K, DType::kQ6_K};
 
 // The activation block of each type (matmul_q8act.h).
 int activation_block(DType type) {
-  return type == DType::kQ4_0 ? 32 : 256;
+  return dtype_block_elements(type) == 32 ? 32 : 256;
 }
 
 // matmul_forward on m against the reference, bitwise; nothing written outside out.
