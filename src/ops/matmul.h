@@ -19,10 +19,9 @@
 // On the fma targets these orders do not depend on the vector width, so AVX2, AVX-512 and
 // NEON give the same bits.
 //
-// Block-quantized weights (always kOutIn): Q8_0, Q5_0, Q4_K and Q6_K are dequantized to fp32
-// in registers (matmul_quant_simd.cpp, matmul_kquant_simd.cpp) and reduced in the kOutIn order:
-// the bits of the F32 kOutIn matmul on the dequantized matrix. Q4_0 runs on 8-bit activations
-// with integer dot products, in the order matmul_q8act.h fixes.
+// Block-quantized weights (always kOutIn): Q8_0, Q5_0, Q4_0, Q4_K and Q6_K run on 8-bit
+// activations with integer dot products, in the order matmul_q8act.h fixes (not the bits of
+// the F32 matmul on the dequantized matrix: the activations are rounded to int8 per block).
 //
 // Dimension letters: T rows (tokens), I = n_in, O = n_out.
 #pragma once

@@ -17,8 +17,8 @@ enum class MatmulPath {
 void matmul_forward_path(float* out, const float* x, const WeightMatrix& w, const float* bias,
                          int n_rows, const Parallel& par, MatmulPath path);
 
-// The block-quantized kernels (matmul_quant_simd.cpp): w.dtype Q8_0, Q4_0, Q4_K or Q6_K,
-// layout kOutIn, n_in a whole number of blocks. matmul_forward calls it for those types.
+// The block-quantized kernels (routed in matmul_quant.cpp): w.dtype Q8_0, Q5_0, Q4_0, Q4_K or
+// Q6_K, layout kOutIn, n_in a whole number of blocks. matmul_forward calls it for those types.
 void matmul_quant_forward(float* out, const float* x, const WeightMatrix& w, const float* bias,
                           int n_rows, const Parallel& par);
 

@@ -1,8 +1,8 @@
-// Matmul kernels for the 4- and 6-bit block formats (Q4_0, Q5_0, Q4_K, Q6_K), and Q8_0's prefill:
-// SIMD, compiled once per Highway target (matmul_kquant_simd.cpp) and dispatched at run time.
-// matmul_quant_forward hands these over (kquant_kernel_handles); not part of the ops API.
-// Q4_0, Q4_K and Q6_K now run on 8-bit activations (matmul_q8act.h): their decoders here are
-// reached only through matmul_kquant_forward itself (its tests); Q5_0 and Q8_0's prefill remain.
+// Matmul kernels for the block formats (Q4_0, Q5_0, Q4_K, Q6_K, Q8_0) on fp32 activations: SIMD,
+// compiled once per Highway target (matmul_kquant_simd.cpp) and dispatched at run time; not part
+// of the ops API. Every one of these types now runs on 8-bit activations (matmul_q8act.h), so
+// matmul_forward no longer comes here: these decoders are reached only through
+// matmul_kquant_forward itself (its tests) and matmul_quant_forward's fallback for other types.
 //
 // Numerics: each weight is dequantized to fp32 in registers with ggml's formulas (the fp32
 // operations of ops/quant.h's dequantize_block_*, in the same order, no fma contraction), and
@@ -32,8 +32,8 @@ enum class KQuantPath {
 void matmul_kquant_forward(float* out, const float* x, const WeightMatrix& w, const float* bias,
                            int n_rows, const Parallel& par, KQuantPath path = KQuantPath::kAuto);
 
-// Whether matmul_forward runs `type` with `n_rows` rows here: Q4_0, Q5_0, Q4_K and Q6_K always,
-// Q8_0 from kKQuantPanelMinRows rows (its decode kernel is matmul_quant_simd.cpp's).
+// Whether these kernels take `type` with `n_rows` rows (kAuto): Q4_0, Q5_0, Q4_K and Q6_K always,
+// Q8_0 from kKQuantPanelMinRows rows (its decode used to be a separate fused kernel).
 bool kquant_kernel_handles(DType type, int n_rows);
 
 }  // namespace kvlm

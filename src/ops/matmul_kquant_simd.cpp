@@ -202,8 +202,8 @@ struct Q6_KDecoder {
   }
 };
 
-// Q8_0: 32 values, 34 bytes: fp16 d, int8 q[32]; value q * d. Only the panel kernel uses it
-// (prefill); decode keeps matmul_quant_simd.cpp's fused Q8_0 kernel, which gives the same bits.
+// Q8_0: 32 values, 34 bytes: fp16 d, int8 q[32]; value q * d. (matmul_forward runs Q8_0 on
+// 8-bit activations, matmul_q8act.h; this decoder is reached through matmul_kquant_forward.)
 struct Q8_0Decoder {
   static constexpr size_t kValues = 32, kBytes = 34;
   float d;

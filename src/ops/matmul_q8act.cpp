@@ -1,6 +1,6 @@
-// 8-bit activations for the 4- and 6-bit weight types: the activation quantizer, the scalar
-// reference, and the run-time choice of kernel (numerics: matmul_q8act.h; the SIMD kernels are
-// in matmul_q8act_x86.cpp).
+// 8-bit activations for the block weight types (Q8_0, Q5_0, Q4_0, Q6_K, Q4_K): the activation
+// quantizer, the scalar reference, and the run-time choice of kernel (numerics: matmul_q8act.h; the
+// SIMD kernels are in matmul_q8act_x86.cpp).
 #include "ops/matmul_q8act.h"
 
 #include <omp.h>
@@ -22,6 +22,7 @@ namespace {
 // The activation block each weight type's kernel reads.
 size_t activation_block(DType type) {
   switch (type) {
+    case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ5_0:
       return 32;
@@ -33,10 +34,12 @@ size_t activation_block(DType type) {
   }
 }
 
-// Offset subtracted from each weight's unsigned code (Q4_0: 8, Q5_0: 16, Q6_K: 32), folded
-// into off4.
+// Offset subtracted from each weight's unsigned code (Q4_0: 8, Q5_0: 16, Q6_K: 32; Q8_0: 128,
+// its int8 weights read as the unsigned bytes w + 128 by vpdpbusd), folded into off4.
 int32_t weight_offset(DType type) {
   switch (type) {
+    case DType::kQ8_0:
+      return 128;
     case DType::kQ4_0:
       return 8;
     case DType::kQ5_0:
@@ -115,26 +118,36 @@ float sum_lanes16(float* s) {
   return s[0] + s[1];
 }
 
-// One output of a Q4_0 row against one quantized activation row (matmul_q8act.h's order).
-// Block is BlockQ4_0 (weights nibble - 8) or BlockQ5_0 (weights (nibble | fifth bit << 4) - 16).
+// Weight i (0..31) of a 32-value block: Q8_0's int8; Q4_0's nibble - 8; Q5_0's
+// (nibble | fifth bit << 4) - 16.
 template <class Block>
-float dot_q4_0(const uint8_t* w, const int8_t* q, const float* d, size_t n_in) {
-  constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_0>;
+int block32_weight(const Block& blk, int i) {
+  if constexpr (std::is_same_v<Block, BlockQ8_0>) {
+    return blk.q[i];
+  } else {
+    const int nibble = i < 16 ? blk.qs[i] & 0x0F : blk.qs[i - 16] >> 4;
+    if constexpr (std::is_same_v<Block, BlockQ5_0>) {
+      uint32_t qh;
+      std::memcpy(&qh, blk.qh, 4);
+      return (nibble | (((qh >> i) & 1) << 4)) - 16;
+    }
+    return nibble - 8;
+  }
+}
+
+// One output of a row of 32-value blocks (Q4_0, Q5_0, Q8_0) against one quantized activation
+// row (matmul_q8act.h's order).
+template <class Block>
+float dot_block32(const uint8_t* w, const int8_t* q, const float* d, size_t n_in) {
   float s[16] = {};
   for (size_t b = 0; b < n_in / 32; ++b) {
     Block blk;
     std::memcpy(&blk, w + b * sizeof(Block), sizeof(blk));
-    uint32_t qh = 0;
-    if constexpr (kQ5) std::memcpy(&qh, blk.qh, 4);
     const float scale = f16_to_f32_fast(blk.d) * d[b];
     const int8_t* qb = q + b * 32;
     for (int p = 0; p < 8; ++p) {
       int32_t part = 0;
-      for (int i = 4 * p; i < 4 * p + 4; ++i) {
-        const int nibble = i < 16 ? blk.qs[i] & 0x0F : blk.qs[i - 16] >> 4;
-        const int code = kQ5 ? nibble | (((qh >> i) & 1) << 4) : nibble;
-        part += (code - (kQ5 ? 16 : 8)) * qb[i];
-      }
+      for (int i = 4 * p; i < 4 * p + 4; ++i) part += block32_weight(blk, i) * qb[i];
       float& lane = s[8 * (b % 2) + p];
       lane = std::fma(scale, static_cast<float>(part), lane);
     }
@@ -220,8 +233,8 @@ q8act::Kernel simd_kernel(DType type) {
 
 // The scalar reference as a kernel over outputs [o_begin, o_end), for targets without one.
 template <class Block>
-float dot_q4_0_row(const uint8_t* w, const Q8Rows& x, size_t r) {
-  return dot_q4_0<Block>(w, x.q + r * x.n_in, x.d + r * (x.n_in / 32), x.n_in);
+float dot_block32_row(const uint8_t* w, const Q8Rows& x, size_t r) {
+  return dot_block32<Block>(w, x.q + r * x.n_in, x.d + r * (x.n_in / 32), x.n_in);
 }
 
 template <float (*kDot)(const uint8_t*, const Q8Rows&, size_t)>
@@ -242,9 +255,11 @@ q8act::Kernel reference_kernel_for(DType type) {
     case DType::kQ6_K:
       return reference_kernel<dot_q6_k>;
     case DType::kQ5_0:
-      return reference_kernel<dot_q4_0_row<BlockQ5_0>>;
+      return reference_kernel<dot_block32_row<BlockQ5_0>>;
+    case DType::kQ8_0:
+      return reference_kernel<dot_block32_row<BlockQ8_0>>;
     default:
-      return reference_kernel<dot_q4_0_row<BlockQ4_0>>;
+      return reference_kernel<dot_block32_row<BlockQ4_0>>;
   }
 }
 

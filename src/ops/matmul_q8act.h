@@ -1,20 +1,22 @@
-// Matmul over 4- and 6-bit block weights with 8-bit activations and integer dot products, as
-// llama.cpp runs them (its vec_dot with Q8_0 / Q8_K activations): each activation row is
-// quantized to int8 per block, the weights stay in their blocks, and the products of a block
-// are summed in int32 (vpdpbusd on AVX512-VNNI, maddubs + madd on AVX2, plain C++ in the
-// scalar reference). matmul_quant_forward hands these types over; not part of the ops API.
+// Matmul over block weights (Q8_0, Q5_0, Q4_0, Q6_K, Q4_K) with 8-bit activations and integer
+// dot products, as llama.cpp runs them (its vec_dot with Q8_0 / Q8_K activations): each
+// activation row is quantized to int8 per block, the weights stay in their blocks, and the
+// products of a block are summed in int32 (vpdpbusd on AVX512-VNNI, maddubs + madd on AVX2,
+// plain C++ in the scalar reference). matmul_quant_forward hands these types over; not part of
+// the ops API.
 //
 // Numerics (every target gives the scalar reference's bits; integer sums are exact, so only
 // the float combination has an order, and it is fixed here):
 //
-//   Activations, per row, per activation block of L values (L = 32 for Q4_0, 256 for Q4_K and
-//   Q6_K, as ggml's Q8_0 and Q8_K): amax = max |x|, d = amax / 127, id = d != 0 ? 1 / d : 0,
-//   q = round-to-nearest-even(x * id) in [-127, 127]. (ggml's quantize_row_q8_0 with d kept in
-//   fp32 and ties to even; for 256 the same rule, where ggml's Q8_K keeps the sign of the
-//   largest value in d.)
+//   Activations, per row, per activation block of L values (L = 32 for Q8_0, Q4_0 and Q5_0,
+//   256 for Q4_K and Q6_K, as ggml's Q8_0 and Q8_K): amax = max |x|, d = amax / 127,
+//   id = d != 0 ? 1 / d : 0, q = round-to-nearest-even(x * id) in [-127, 127]. (ggml's
+//   quantize_row_q8_0 with d kept in fp32 and ties to even; for 256 the same rule, where
+//   ggml's Q8_K keeps the sign of the largest value in d.)
 //
-//   Q4_0 (weights w_i = nibble_i - 8, scale dw per 32): block b of a row has 8 partial sums
-//   P_{b,p} = sum_{i = 4p .. 4p + 3} (nibble_i - 8) * q_i (int32, exact); 16 float chains,
+//   32-value blocks (weights w_i, scale dw per 32: Q8_0 w_i = the int8 q_i, -128..127; Q4_0
+//   w_i = nibble_i - 8; Q5_0 w_i = (nibble_i | fifth bit_i << 4) - 16): block b of a row has
+//   8 partial sums P_{b,p} = sum_{i = 4p .. 4p + 3} w_i * q_i (int32, exact); 16 float chains,
 //   lane l = 8 * (b % 2) + p, each s_l = fma(fl(dw_b * d_b), float(P_{b,p}), s_l) over the
 //   blocks in increasing b from +0; then t[l] = s[l] + s[l+8], u[l] = t[l] + t[l+4],
 //   v[l] = u[l] + u[l+2], v[0] + v[1] (matmul.h's kOutIn reduction); out = that + bias.
@@ -63,7 +65,7 @@ struct Q8Rows {
   const int8_t* q = nullptr;       // [T, I]
   const float* d = nullptr;        // [T, I / L]: one scale per activation block
   const int32_t* off4 = nullptr;   // [T, I / 4]: -offset * (sum of 4 consecutive q): Q4_0's 8,
-                                   // Q6_K's 32
+                                   // Q5_0's 16, Q6_K's 32, Q8_0's 128
   const int32_t* sum32 = nullptr;  // [T, I / 32]: sum of each 32 q (Q4_K's mins)
   size_t n_in = 0;
   size_t block = 0;  // L

@@ -11,7 +11,10 @@
 // 0..15, then 16..31), against the activation bytes of the same 64 values loaded as stored;
 // vpdpbusd, accumulating onto -8 * (sum of each 4 activations), leaves in lane l the partial
 // sum P_{b + l / 8, l % 8}: exactly the reference's lane 8 * (b % 2) + p. AVX2 runs one block per
-// ymm and keeps the even and odd blocks' chains in two registers.
+// ymm and keeps the even and odd blocks' chains in two registers. Q5_0 and Q8_0 run the same
+// tiles: Q5_0's fifth bits ORed into the nibbles (offset 16); Q8_0's int8 weights XORed with
+// 0x80, the unsigned w + 128 that vpdpbusd takes (offset 128: |128 * 4 * 127| fits an int32
+// with room to spare), and on AVX2 ggml's sign trick (below).
 //
 // Tiles: RO weight rows x RR activation rows per register tile; activation rows are taken in
 // chunks of kRowChunk so that a chunk's int8 rows stay in L2 while every output tile reads them.
@@ -113,10 +116,18 @@ void Walk(float* out, const Q8Rows& x, const uint8_t* w, size_t row_bytes, const
 // ---------------------------------------------------------------------------------------------
 // Q4_0, AVX512-VNNI.
 
-// Two blocks' nibbles of one row (`b` at the first block; `two` false: the second is absent
-// and its lanes zero).
+// Two blocks' weights of one row as vpdpbusd's unsigned bytes (`b` at the first block; `two`
+// false: the second is absent, its lanes zero, and nothing past the first is read).
 template <int kBytes>
 KVLM_VNNI_INLINE __m512i Q4_0Pair(const uint8_t* b, bool two) {
+  if constexpr (kBytes == 34) {  // Q8_0: w + 128 = w ^ 0x80 (offset 128 in off4)
+    const __m256i first = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
+    const __m512i v =
+        two ? _mm512_inserti64x4(_mm512_castsi256_si512(first),
+                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 36)), 1)
+            : _mm512_zextsi256_si512(first);
+    return _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
   const __m512i shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   __m512i v =
@@ -204,7 +215,7 @@ struct Q4_0Vnni {
   };
 };
 
-// Q4_0 (kBytes 18) and Q5_0 (22: its fifth bits ORed into the nibbles as 16s).
+// Q4_0 (kBytes 18), Q5_0 (22: its fifth bits ORed into the nibbles as 16s) and Q8_0 (34).
 template <int kBytes>
 void Q4_0Avx512Vnni(float* out, const Q8Rows& x, const uint8_t* w, size_t row_bytes,
                     const float* bias, size_t n_rows, size_t n_out, size_t o_begin, size_t o_end) {
@@ -219,8 +230,11 @@ void Q4_0Avx512Vnni(float* out, const Q8Rows& x, const uint8_t* w, size_t row_by
 // ---------------------------------------------------------------------------------------------
 // Q4_0, AVX2: one block per ymm, [low nibbles | high nibbles] = values 0..31.
 
+// One block's weights: Q4_0's and Q5_0's unsigned codes (nibble, | 16 for Q5_0's fifth bit);
+// Q8_0's int8 weights as stored.
 template <int kBytes>
 KVLM_AVX2_INLINE __m256i Q4_0Block(const uint8_t* b) {
+  if constexpr (kBytes == 34) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
   const __m256i shift = _mm256_set_epi64x(4, 4, 0, 0);
   const __m256i v = _mm256_broadcastsi128_si256(
       _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kBytes - 16)));
@@ -238,13 +252,22 @@ KVLM_AVX2_INLINE __m256i Q4_0Block(const uint8_t* b) {
   return q;
 }
 
-// Block b's 8 partial sums (with Q4_0's -8 folded in through off4) against row r.
+// Block b's 8 partial sums against row r. Q4_0 and Q5_0: the unsigned codes times the
+// activations, their -8 / -16 folded in through off4. Q8_0: w + 128 would overflow vpmaddubsw's
+// int16 pairs (2 * 255 * 127), so ggml's sign trick: |w| (128 for -128, read unsigned) times
+// q with w's sign (psignb: 0 where w is 0), the same products w * q, |pair| <= 2 * 128 * 127.
+template <int kBytes>
 KVLM_AVX2_INLINE __m256 Q4_0Partials(__m256i wv, const Q8Rows& x, size_t r, size_t b) {
   const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + r * x.n_in + b * 32));
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (kBytes == 34) {
+    const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(a, wv));
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
+  }
   const __m256i off =
       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.off4 + r * (x.n_in / 4) + b * 8));
-  const __m256i pairs = _mm256_maddubs_epi16(wv, a);  // |pair| <= 2 * 15 * 127: no saturation
-  return _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), off));
+  const __m256i pairs = _mm256_maddubs_epi16(wv, a);  // |pair| <= 2 * 31 * 127: no saturation
+  return _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(pairs, ones), off));
 }
 
 template <int kBytes, int RO, int RR>
@@ -264,8 +287,9 @@ KVLM_AVX2_INLINE void Q4_0TileAvx2(float* out, const Q8Rows& x, size_t r0, const
     for (int rr = 0; rr < RR; ++rr) {
       const float dx = x.d[(r0 + rr) * nb + b];
       for (int ro = 0; ro < RO; ++ro)
-        acc[ro][rr][parity] = _mm256_fmadd_ps(
-            _mm256_set1_ps(dw[ro] * dx), Q4_0Partials(wv[ro], x, r0 + rr, b), acc[ro][rr][parity]);
+        acc[ro][rr][parity] =
+            _mm256_fmadd_ps(_mm256_set1_ps(dw[ro] * dx),
+                            Q4_0Partials<kBytes>(wv[ro], x, r0 + rr, b), acc[ro][rr][parity]);
     }
   };
   size_t b = 0;
@@ -672,6 +696,8 @@ Kernel avx512_vnni_kernel(DType type) {
       return Q4_0Avx512Vnni<18>;
     case DType::kQ5_0:
       return Q4_0Avx512Vnni<22>;
+    case DType::kQ8_0:
+      return Q4_0Avx512Vnni<34>;
     case DType::kQ4_K:
       return KQuantAvx512Vnni<Q4_KVnni>;
     case DType::kQ6_K:
@@ -687,6 +713,8 @@ Kernel avx2_kernel(DType type) {
       return Q4_0Avx2<18>;
     case DType::kQ5_0:
       return Q4_0Avx2<22>;
+    case DType::kQ8_0:
+      return Q4_0Avx2<34>;
     case DType::kQ4_K:
       return KQuantAvx2<Q4_KAvx2>;
     case DType::kQ6_K:

@@ -74,7 +74,7 @@ HWY_INLINE void VisitWeights(const void* data, DType dtype, F&& f) {
     case DType::kBF16:
       f(static_cast<const hwy::bfloat16_t*>(data));
       return;
-    default:  // block-quantized types have kernels of their own (matmul_quant_simd.cpp)
+    default:  // block-quantized types have kernels of their own (matmul_q8act.h)
       return;
   }
 }

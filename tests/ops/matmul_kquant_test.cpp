@@ -102,7 +102,7 @@ TEST(MatmulKQuantTest, SpecialScalesGiveTheDequantizedBits) {
   const uint16_t kScales[] = {0x7c00, 0xfc00, 0x0001, 0x83ff, 0x8000, 0x3c00, 0x0400, 0x7bff};
   std::mt19937 rng(47);
   for_each_target([&](const SimdTarget&) {
-    for (DType type : {DType::kQ4_0, DType::kQ5_0, DType::kQ4_K, DType::kQ6_K}) {
+    for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kQ4_K, DType::kQ6_K}) {
       const int n_in = dtype_block_elements(type) == 32 ? 256 : 512, n_out = 6;
       QuantMatrix m = make_quantized(type, n_in, n_out, 0, rng);
       const size_t block_bytes = dtype_block_bytes(type), row_bytes = dtype_bytes(type, n_in);

@@ -2,7 +2,7 @@
 // reference's bits over sizes, row counts (on both sides of every tile and row chunk), partial
 // output tiles, misaligned weights, inputs, biases and outputs, and thread counts; the reference
 // itself matches hand-computed sums and stays within the activation quantization's derived
-// bound of the exact product.
+// bound of the exact product; every weight byte and scale reaches the output on every target.
 #include "ops/matmul_q8act.h"
 
 #include <gtest/gtest.h>
@@ -25,7 +25,7 @@ namespace {
 
 using test::QuantMatrix;
 
-constexpr DType kTypes[] = {DType::kQ4_0, DType::kQ5_0, DType::kQ4_K, DType::kQ6_K};
+constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kQ4_K, DType::kQ6_K};
 
 // The activation block of each type (matmul_q8act.h).
 int activation_block(DType type) {
@@ -131,6 +131,36 @@ TEST(MatmulQ8ActTest, Q4_0ReferenceMatchesAHandComputedSum) {
   EXPECT_EQ(out, static_cast<float>(want) + 0.5f);
 }
 
+// Q8_0 by hand, at the int8 extremes: weights -128, 127, -127, 0 beside activations of +-127
+// (the pairs that would overflow vpmaddubsw's int16 with Q8_0's w + 128, 2 * 255 * 127), scale
+// 1 and integer activations quantizing to themselves: the exact integer sum, on every target.
+TEST(MatmulQ8ActTest, Q8_0ExtremeWeightsGiveTheExactIntegerSum) {
+  const int n_in = 96;  // three blocks: a pair of blocks and a lone one
+  std::vector<BlockQ8_0> blocks(n_in / 32);
+  std::vector<float> x(n_in);
+  std::mt19937 rng(71);
+  std::uniform_int_distribution<int> v(-127, 127);
+  const int8_t kExtremes[] = {-128, -128, 127, 127, -127, -128, 0, 127};
+  int64_t want = 0;
+  for (int i = 0; i < n_in; ++i) {
+    BlockQ8_0& blk = blocks[i / 32];
+    blk.d = 0x3c00;
+    const int8_t w = i % 3 ? kExtremes[i % 8] : static_cast<int8_t>(v(rng));
+    blk.q[i % 32] = w;
+    x[i] = static_cast<float>(i % 32 == 0 ? 127 : i % 4 < 2 ? (i % 8 < 4 ? 127 : -127) : v(rng));
+    want += static_cast<int64_t>(w) * static_cast<int64_t>(x[i]);
+  }
+  const WeightMatrix m{blocks.data(), DType::kQ8_0, WeightLayout::kOutIn, n_in, 1};
+  float out = 0;
+  matmul_q8act_reference(&out, x.data(), m, nullptr, 1);
+  EXPECT_EQ(out, static_cast<float>(want));
+  for_each_target([&](const SimdTarget& t) {
+    float fast = 0;
+    matmul_forward(&fast, x.data(), m, nullptr, 1, Parallel{1});
+    EXPECT_EQ(fast, out) << "on " << t.name;
+  });
+}
+
 // Integer activations whose largest magnitude in each 256-block is 127 quantize to themselves
 // (scale 1); with fp16 scales of 1 the K-quant weights are integers (dequantize_block_*, the
 // independent layout reference), so the output is their exact integer dot product.
@@ -234,6 +264,72 @@ TEST(MatmulQ8ActTest, ReferenceStaysWithinTheActivationRoundingBound) {
           << dtype_name(type) << " output " << o;
     }
   }
+}
+
+// Each byte of a weight row (quants, scales, mins, high bits) changed in turn, on every
+// target: the changed row's output moves, the others keep their bits, and the kernel still gives
+// the reference's bits. Activations are kept away from 0 so that every quant has a nonzero q,
+// and the K-quant matrices drawn again until no sub-block scale or min is 0 (one would hide its
+// quants): then every byte matters. Outputs 2 and 4: inside a 4-row tile and the single one
+// after it; 1 and 5 activation rows.
+bool has_zero_sub_block_scale(const QuantMatrix& m) {
+  const auto* bytes = static_cast<const uint8_t*>(m.view.data);
+  const size_t n_blocks = m.view.n_out * (m.view.n_in / 256);
+  for (size_t b = 0; b < n_blocks; ++b)
+    if (m.view.dtype == DType::kQ4_K) {
+      for (int j = 0; j < 8; ++j) {
+        uint8_t sc, mn;
+        q4_k_scale_min(j, bytes + b * sizeof(BlockQ4_K) + 4, &sc, &mn);
+        if (sc == 0 || mn == 0) return true;
+      }
+    } else if (m.view.dtype == DType::kQ6_K) {
+      for (int k = 0; k < 16; ++k)
+        if (bytes[b * sizeof(BlockQ6_K) + 192 + k] == 0) return true;
+    }
+  return false;
+}
+
+TEST(MatmulQ8ActTest, EveryWeightByteReachesItsOutputOnEveryTarget) {
+  std::mt19937 rng(73);
+  for_each_target([&](const SimdTarget&) {
+    for (DType type : kTypes) {
+      const int n_in = 2 * dtype_block_elements(type), n_out = 5;
+      QuantMatrix m = test::random_quant_matrix(type, n_in, n_out, 1, rng);
+      while (has_zero_sub_block_scale(m)) m = test::random_quant_matrix(type, n_in, n_out, 1, rng);
+      auto* bytes = static_cast<uint8_t*>(const_cast<void*>(m.view.data));
+      const size_t row_bytes = dtype_bytes(type, n_in);
+      for (int n_rows : {1, 5}) {
+        std::vector<float> x(n_rows * n_in);
+        std::uniform_real_distribution<float> u(0.5f, 1.0f);
+        // Q4_K: positive, so that no sub-block's sum of q (its min's factor) is 0.
+        for (float& v : x) v = type == DType::kQ4_K || rng() % 2 ? u(rng) : -u(rng);
+        std::vector<float> before(n_rows * n_out), after(n_rows * n_out), want(n_rows * n_out);
+        matmul_forward(before.data(), x.data(), m.view, nullptr, n_rows, Parallel{1});
+        for (int o : {2, 4})
+          for (size_t k = 0; k < row_bytes; ++k)
+            for (uint8_t flip : {0x01, 0x10, 0x80}) {
+              SCOPED_TRACE(std::string(dtype_name(type)) + " rows " + std::to_string(n_rows) +
+                           " output " + std::to_string(o) + " byte " + std::to_string(k) +
+                           " flip " + std::to_string(flip));
+              uint8_t& byte = bytes[o * row_bytes + k];
+              byte ^= flip;
+              matmul_forward(after.data(), x.data(), m.view, nullptr, n_rows, Parallel{1});
+              matmul_q8act_reference(want.data(), x.data(), m.view, nullptr, n_rows);
+              byte ^= flip;
+              ASSERT_EQ(0, std::memcmp(after.data(), want.data(), after.size() * 4));
+              for (int r = 0; r < n_rows; ++r)
+                for (int j = 0; j < n_out; ++j) {
+                  const float a = after[r * n_out + j], b = before[r * n_out + j];
+                  if (j != o) {
+                    ASSERT_EQ(0, std::memcmp(&a, &b, 4)) << "row " << r << " output " << j;
+                  } else {
+                    ASSERT_NE(a, b) << "row " << r << ": the output ignored the change";
+                  }
+                }
+            }
+      }
+    }
+  });
 }
 
 }  // namespace
