@@ -1,6 +1,5 @@
-// The kOutIn dot-product tiles (matmul.h's 16-lane order), shared by the matmul kernels of
-// matmul_simd.cpp and the block-quantized ones of matmul_kquant_simd.cpp. Include in a file
-// compiled per target, after hwy/foreach_target.h.
+// The kOutIn dot-product tiles (matmul.h's 16-lane order) of matmul_simd.cpp's kernels, kept in
+// their own file. Include in a file compiled per target, after hwy/foreach_target.h.
 
 // Per-target include guard: this file is included once per Highway target.
 #if defined(KVLM_OPS_MATMUL_OUTIN_INL_H_) == defined(HWY_TARGET_TOGGLE)

@@ -82,32 +82,44 @@ TEST(MatmulQuantTest, EveryTargetEqualsF32OnDequantizedWeightsAndTheReference) {
 // and an infinite scale times a zero partial sum gives NaN: which NaN payload an add passes on
 // depends on the operand order the compiler picks (it treats adds as commutative), so there
 // only "NaN" is stable.
-TEST(MatmulQuantTest, Q8_0SpecialBlockScalesGiveTheReferenceBits) {
+// The fp16 block scales through every class (infinities, subnormals, negative zero, the largest
+// half; Q4_K's dmin too), in every type, at decode and prefill row counts: every target gives
+// the scalar reference's bits (NaN where it gives NaN: which payload an add passes on is not
+// fixed).
+TEST(MatmulQuantTest, SpecialBlockScalesGiveTheReferenceBits) {
   const uint16_t kScales[] = {0x7c00, 0xfc00, 0x0001, 0x83ff, 0x8000, 0x3c00, 0x0400, 0x7bff};
   std::mt19937 rng(23);
   for_each_target([&](const SimdTarget&) {
-    for (int n_out : {3, 8, 11, 16}) {
-      const int n_in = 96;
-      QuantMatrix m = make_matrix(DType::kQ8_0, n_in, n_out, 0, rng);
-      uint8_t* base = m.bytes.data();
-      size_t k = 0;
-      for (int o = 0; o < n_out; ++o)
-        for (int b = 0; b < n_in / 32; ++b, ++k) {
-          const uint16_t d = kScales[(k * 7 + o) % std::size(kScales)];
-          std::memcpy(base + o * dtype_bytes(DType::kQ8_0, n_in) + b * 34, &d, 2);
-        }
-      for (int n_rows : {1, 5}) {
-        const std::vector<float> x = test::random_normals(n_rows * n_in, rng);
-        std::vector<float> out(n_rows * n_out), want(n_rows * n_out);
-        matmul_forward(out.data(), x.data(), m.view, nullptr, n_rows, Parallel{1});
-        matmul_q8act_reference(want.data(), x.data(), m.view, nullptr, n_rows);
-        for (size_t i = 0; i < out.size(); ++i) {
-          if (std::isnan(want[i])) {
-            EXPECT_TRUE(std::isnan(out[i])) << "n_out " << n_out << " rows " << n_rows << " " << i;
-          } else {
-            EXPECT_EQ(0, std::memcmp(&out[i], &want[i], 4))
-                << "n_out " << n_out << " rows " << n_rows << " element " << i << ": " << out[i]
-                << " vs " << want[i];
+    for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kQ4_K, DType::kQ6_K}) {
+      const int n_in = dtype_block_elements(type) == 32 ? 96 : 512;
+      for (int n_out : {3, 8, 11, 16}) {
+        // K-quant scales of either sign: a kernel must not assume ggml's positive ones.
+        QuantMatrix m = test::random_quant_matrix(type, n_in, n_out, 0, rng,
+                                                  test::ScaleSigns::kEither);
+        const size_t block_bytes = dtype_block_bytes(type), row_bytes = dtype_bytes(type, n_in);
+        const size_t scale_at = type == DType::kQ6_K ? 208 : 0;
+        size_t k = 0;
+        for (int o = 0; o < n_out; ++o)
+          for (size_t b = 0; b < row_bytes / block_bytes; ++b, ++k) {
+            uint8_t* block = m.bytes.data() + o * row_bytes + b * block_bytes;
+            std::memcpy(block + scale_at, &kScales[(k * 7 + o) % std::size(kScales)], 2);
+            if (type == DType::kQ4_K)  // dmin too
+              std::memcpy(block + 2, &kScales[(k * 3 + 1) % std::size(kScales)], 2);
+          }
+        for (int n_rows : {1, 5, 12}) {
+          const std::vector<float> x = test::random_normals(n_rows * n_in, rng);
+          std::vector<float> out(n_rows * n_out), want(n_rows * n_out);
+          matmul_forward(out.data(), x.data(), m.view, nullptr, n_rows, Parallel{1});
+          matmul_q8act_reference(want.data(), x.data(), m.view, nullptr, n_rows);
+          for (size_t i = 0; i < out.size(); ++i) {
+            if (std::isnan(want[i])) {
+              EXPECT_TRUE(std::isnan(out[i]))
+                  << dtype_name(type) << " n_out " << n_out << " rows " << n_rows << " " << i;
+            } else {
+              EXPECT_EQ(0, std::memcmp(&out[i], &want[i], 4))
+                  << dtype_name(type) << " n_out " << n_out << " rows " << n_rows << " element "
+                  << i << ": " << out[i] << " vs " << want[i];
+            }
           }
         }
       }
