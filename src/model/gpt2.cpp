@@ -1,5 +1,7 @@
 #include "model/gpt2.h"
 
+#include <omp.h>
+
 #include <algorithm>
 
 #include "model/attend_rows.h"
@@ -7,6 +9,7 @@
 #include "ops/activation.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
+#include "ops/matmul_bf16amx.h"
 
 namespace kvlm {
 
@@ -24,6 +27,18 @@ Result<std::unique_ptr<Gpt2Model>> Gpt2Model::create(ModelConfig config, Gpt2Wei
   if (static_cast<int>(weights.layers.size()) != config.n_layer)
     return Status::error(source + ": " + std::to_string(weights.layers.size()) +
                          " layers bound, expected " + std::to_string(config.n_layer));
+  // AMX reads BF16 Conv1D weights as tiles: repacked here once (a second copy of those bytes)
+  // so that decode streams them in place; without the copy the kernels pair rows up on every
+  // call, to the same bits.
+  if (storage && bf16_amx_active())
+    for (Gpt2Layer& L : weights.layers)
+      for (WeightMatrix* m : {&L.c_attn, &L.attn_c_proj, &L.c_fc, &L.mlp_c_proj})
+        if (m->dtype == DType::kBF16 && m->layout == WeightLayout::kInOut) {
+          auto* tiles = static_cast<uint16_t*>(
+              storage->owned.allocate(bf16amx_tiles_size(*m) * sizeof(uint16_t)));
+          pack_bf16amx_tiles(tiles, *m, omp_get_max_threads());
+          m->amx_tiles = tiles;
+        }
   return std::unique_ptr<Gpt2Model>(
       new Gpt2Model(config, std::move(weights), std::move(storage), std::move(source)));
 }

@@ -6,7 +6,9 @@
 // (bf16_dot_active()), EVERY BF16 matmul goes through it, decode and prefill alike, whatever
 // the row count. Cached == uncached and batch invariance need that: a kernel chosen by row
 // count would give a token different bits in a prefill than in a decode step. Pinning a
-// narrower target (pin_simd_target, tests) turns it off; other machines never use it.
+// narrower target (pin_simd_target, tests) turns it off; other machines never use it. Where the
+// CPU also has AMX, AMX takes every one of these matmuls instead, by the same rule
+// (matmul_bf16amx.h; KVLM_AMX=0 brings them back here).
 //
 // Numerics (what the scalar reference matmul_bf16dot_reference computes, bit for bit):
 //   * each x value is rounded to bf16 as VCVTNEPS2BF16 does: to nearest even, a denormal to a

@@ -35,6 +35,7 @@
 #include "hwy/highway.h"
 // clang-format on
 #include "hwy/cache_control.h"
+#include "ops/matmul_bf16amx.h"
 #include "ops/matmul_bf16dot.h"
 #include "ops/matmul_outin-inl.h"
 #include "ops/simd_weights-inl.h"
@@ -562,8 +563,11 @@ void matmul_forward_path(float* out, const float* x, const WeightMatrix& w, cons
                          int n_rows, const Parallel& par, MatmulPath path) {
   if (dtype_is_quantized(w.dtype)) return matmul_quant_forward(out, x, w, bias, n_rows, par);
   // BF16 on AVX-512 BF16 machines: every row count, so decode and prefill agree bitwise.
-  if (w.dtype == DType::kBF16 && bf16_dot_active())
+  // AMX where the CPU has it, by the same rule (matmul_bf16amx.h).
+  if (w.dtype == DType::kBF16 && bf16_dot_active()) {
+    if (bf16_amx_active()) return matmul_bf16amx_forward(out, x, w, bias, n_rows, par);
     return matmul_bf16dot_forward(out, x, w, bias, n_rows, par, path);
+  }
   HWY_DYNAMIC_DISPATCH(MatmulImpl)(out, x, w, bias, n_rows, par.n_threads, path);
 }
 

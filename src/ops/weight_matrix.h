@@ -2,6 +2,8 @@
 // storage type and which dimension is contiguous. Kernels widen each element to fp32.
 #pragma once
 
+#include <cstdint>
+
 #include "ops/dtype.h"
 
 namespace kvlm {
@@ -17,6 +19,10 @@ struct WeightMatrix {
   WeightLayout layout = WeightLayout::kInOut;
   int n_in = 0;
   int n_out = 0;
+  // When set: the same BF16 kInOut weights in the order AMX reads them (pack_bf16amx_tiles,
+  // ops/matmul_bf16amx.h), made once at load; the AMX kernels then read tiles in place instead
+  // of pairing rows up on every call (the same bits either way).
+  const uint16_t* amx_tiles = nullptr;
 
   size_t n_bytes() const { return dtype_bytes(dtype, static_cast<size_t>(n_in) * n_out); }
 };

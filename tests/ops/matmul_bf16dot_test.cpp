@@ -17,6 +17,7 @@
 #include "ops/dtype.h"
 #include "ops/for_each_target.h"
 #include "ops/matmul.h"
+#include "ops/matmul_bf16amx.h"
 #include "support/random_values.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -225,6 +226,11 @@ TEST(MatmulBf16DotTest, LargeShapesCrossEveryBlock) {
 // Through matmul_forward: BF16 goes to these kernels exactly when bf16_dot_active(), and then
 // a row's bits do not depend on the rows beside it (what cached == uncached rests on).
 TEST(MatmulBf16DotTest, MatmulForwardUsesItOnAvx512TargetsOnly) {
+  // With AMX off: where the CPU has it, matmul_forward would send BF16 there instead.
+  struct AmxOff {
+    AmxOff() { set_bf16_amx_enabled(false); }
+    ~AmxOff() { set_bf16_amx_enabled(true); }
+  } amx_off;
   std::mt19937 rng(23);
   const int n_in = 96, n_out = 80, n_rows = 13;
   for_each_target([&](const SimdTarget& target) {

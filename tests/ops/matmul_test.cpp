@@ -14,12 +14,20 @@
 
 #include "ops/dtype.h"
 #include "ops/for_each_target.h"
+#include "ops/matmul_bf16amx.h"
 #include "ops/matmul_bf16dot.h"
 #include "ops/matmul_internal.h"
 #include "support/random_values.h"
 
 namespace kvlm {
 namespace {
+
+// AMX off for a test's duration: these tests hold BF16 to the vdpbf16ps order; where the CPU has
+// AMX, matmul_forward would send BF16 there (its own test: matmul_bf16amx_test.cpp).
+struct AmxOff {
+  AmxOff() { set_bf16_amx_enabled(false); }
+  ~AmxOff() { set_bf16_amx_enabled(true); }
+};
 
 // A weight matrix with its storage, `offset` elements into the buffer (misalignment).
 struct TestMatrix {
@@ -97,6 +105,7 @@ const char* layout_name(WeightLayout l) {
 }
 
 TEST(MatmulTest, EveryTargetKeepsTheStatedOrderAndMatchesTheReference) {
+  AmxOff amx_off;
   std::mt19937 rng(7);
   const std::vector<int> n_outs = {1,  2,  3,  5,  7,  8,  9,  15, 16, 17,
                                    23, 24, 25, 31, 32, 33, 47, 48, 49, 65};
@@ -231,6 +240,7 @@ TEST(MatmulTest, RowsAreBitwiseIndependentOfBatchVariantAndThreads) {
 // 384 steps, row blocks of 144, column strips) and the row stream's chunks: still the stated
 // order, bit for bit, on every target.
 TEST(MatmulTest, LargeShapesCrossEveryBlockAndKeepTheOrder) {
+  AmxOff amx_off;
   std::mt19937 rng(17);
   const int n_in = 800, n_out = 77, n_rows = 150;
   for_each_target([&](const SimdTarget& target) {

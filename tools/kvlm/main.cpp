@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "openmp_wait.h"
+#include "ops/matmul_bf16amx.h"
 #include "ops/matmul_bf16dot.h"
 
 int main(int argc, char** argv) {
@@ -15,6 +16,9 @@ int main(int argc, char** argv) {
   // KVLM_BF16_DOT=0: BF16 weights keep fp32 activations (no vdpbf16ps; docs/performance.md).
   if (const char* dot = std::getenv("KVLM_BF16_DOT"); dot != nullptr && std::string(dot) == "0")
     kvlm::set_bf16_dot_enabled(false);
+  // KVLM_AMX=0: BF16 weights take vdpbf16ps where AMX would run them (docs/performance.md).
+  if (const char* amx = std::getenv("KVLM_AMX"); amx != nullptr && std::string(amx) == "0")
+    kvlm::set_bf16_amx_enabled(false);
   CLI::App app{
       "kvlm: transformer inference built around its KV cache (GPT-2 from Hugging Face folders).\n"
       "Run 'kvlm CMD --help' for a command's flags."};
