@@ -1,8 +1,7 @@
 // scripts/compare.sh and its table (scripts/compare_table.py) on committed fixtures
-// (tests/bench/compare_fixtures): llama-bench JSON in the layout its json_printer writes and
-// `kvlm bench --json` outputs recorded on the development machine. The table's medians, ranges
-// and per-round ratios are checked to the digit; malformed input gets a message naming the file
-// and field; the script runs the two benches interleaved with the depth flag, driven here by
+// (tests/bench/compare_fixtures): llama-bench and `kvlm bench --json` outputs recorded side by
+// side on one machine. The table's medians, ranges and per-round ratios are checked to the
+// digit; malformed input gets a message naming the file and field; the script runs the two benches interleaved with the depth flag, driven here by
 // stand-in programs that record their arguments. Needs python3 (skips without it).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -59,48 +58,50 @@ TEST(CompareScriptTest, TableHasMediansRangesAndPerRoundRatios) {
   write_two_rounds(dir);
   const CommandResult r = run(table_command(dir.path()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  // kvlm_1 (recorded): prefill 128 / 512 = 530.98 / 532.30 tok/s, decode 7.47 / 7.19 tok/s,
-  // 28.03 GB/s; kvlm_2: 206.98 / 236.39, 3.89 / 3.64, 8.27 GB/s (a machine loaded by parallel
-  // builds). llama_1: avg_ts 596.00 / 557.78, 79.00 / 60.50; llama_2: 574.00 / 542.00, 70.50 /
-  // 55.50. Ratios per round: 530.98 / 596 = 0.89, 206.98 / 574 = 0.36, median 0.63.
+  // Recorded (compare_fixtures/README.md). kvlm_1: prefill 128 / 512 = 2207.68 / 1919.35 tok/s,
+  // decode 94.39 / 74.73 tok/s, run bandwidth 26.39 GB/s, beside the decode windows 24.20 /
+  // 24.45; kvlm_2: 2266.07 / 1873.87, 94.90 / 73.84, 25.39, 24.07 / 23.58. llama_1: avg_ts
+  // 836.83 / 834.21, 57.16 / 35.50; llama_2: 845.72 / 831.44, 56.29 / 34.58. Ratios per round:
+  // 2207.68 / 836.83 = 2.64, 2266.07 / 845.72 = 2.68, median 2.66.
   EXPECT_NE(r.out.find("2 interleaved round(s), threads 2"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("| prefill 128 tokens | 369.0 [207.0-531.0] | 585.0 [574.0-596.0] | "
-                       "0.63x [0.36x-0.89x] | 18.2 [8.3-28.0] |"),
+  EXPECT_NE(r.out.find("| prefill 128 tokens | 2236.9 [2207.7-2266.1] | 841.3 [836.8-845.7] | "
+                       "2.66x [2.64x-2.68x] | 25.9 [25.4-26.4] |"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("| prefill 512 tokens | 384.3 [236.4-532.3] | 549.9 [542.0-557.8] | "
-                       "0.70x [0.44x-0.95x] |"),
+  EXPECT_NE(r.out.find("| prefill 512 tokens | 1896.6 [1873.9-1919.4] | 832.8 [831.4-834.2] | "
+                       "2.28x [2.25x-2.30x] | 25.9 [25.4-26.4] |"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("| decode, 128 cached | 5.7 [3.9-7.5] | 74.8 [70.5-79.0] | "
-                       "0.07x [0.06x-0.09x] |"),
+  // Decode rows: the bandwidth measured next to their own window, not the run's.
+  EXPECT_NE(r.out.find("| decode, 128 cached | 94.6 [94.4-94.9] | 56.7 [56.3-57.2] | "
+                       "1.67x [1.65x-1.69x] | 24.1 [24.1-24.2] |"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("| decode, 900 cached | 5.4 [3.6-7.2] | 58.0 [55.5-60.5] |"),
+  EXPECT_NE(r.out.find("| decode, 900 cached | 74.3 [73.8-74.7] | 35.0 [34.6-35.5] | "
+                       "2.12x [2.11x-2.14x] | 24.0 [23.6-24.4] |"),
             std::string::npos)
       << r.out;
 }
 
-// A kvlm build that measures the bandwidth next to each decode window
-// (decode_bandwidth_gbs_ctx128/900): decode rows show that one, prefill rows the run's.
-TEST(CompareScriptTest, DecodeRowsUseTheBandwidthNextToTheirWindow) {
+// A kvlm build from before the bandwidth was measured next to each decode window (no
+// decode_bandwidth_gbs_ctx128/900): decode rows show the run's bandwidth.
+TEST(CompareScriptTest, DecodeRowsFallBackToTheRunsBandwidth) {
   SKIP_WITHOUT_PYTHON3();
   TempDir dir;
   write_two_rounds(dir);
   for (const char* name : {"kvlm_1.json", "kvlm_2.json"}) {
     std::string kvlm = test::read_text(dir.file(name));
-    const size_t brace = kvlm.rfind('}');
-    ASSERT_NE(brace, std::string::npos);
-    const std::string extra = std::string(name) == "kvlm_1.json"
-                                  ? ",\"decode_bandwidth_gbs_ctx128\": 40.5"
-                                  : ",\"decode_bandwidth_gbs_ctx128\": 50.5";
-    kvlm.insert(brace, extra);
+    for (const char* key : {"\"decode_bandwidth_gbs_ctx128\"", "\"decode_bandwidth_gbs_ctx900\""}) {
+      const size_t at = kvlm.find(key);
+      ASSERT_NE(at, std::string::npos) << name << " lacks " << key;
+      kvlm.replace(at, std::string(key).size(), "\"old_build_had_no_such_key\"");
+    }
     test::write_text(dir.file(name), kvlm);
   }
   const CommandResult r = run(table_command(dir.path()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("0.07x [0.06x-0.09x] | 45.5 [40.5-50.5] |"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("0.09x [0.07x-0.12x] | 18.2 [8.3-28.0] |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1.67x [1.65x-1.69x] | 25.9 [25.4-26.4] |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2.12x [2.11x-2.14x] | 25.9 [25.4-26.4] |"), std::string::npos) << r.out;
 }
 
 TEST(CompareScriptTest, MalformedInputNamesTheFileAndField) {
@@ -165,8 +166,8 @@ TEST(CompareScriptTest, ScriptInterleavesTheBenchesWithTheDepthFlag) {
   const std::string decode = "llama-bench -m " + m + " -t 2 -p 0 -n 32 -d 128,900 -r 2 -o json\n";
   const std::string kvlm_call = "kvlm bench --json --threads 2 --model " + m + " --weights bf16\n";
   EXPECT_EQ(test::read_text(log), prefill + decode + kvlm_call + prefill + decode + kvlm_call);
-  EXPECT_NE(r.out.find("| prefill 512 tokens | 532.3 [532.3-532.3] | 557.8 [557.8-557.8] | "
-                       "0.95x [0.95x-0.95x] |"),
+  EXPECT_NE(r.out.find("| prefill 512 tokens | 1919.4 [1919.4-1919.4] | 834.2 [834.2-834.2] | "
+                       "2.30x [2.30x-2.30x] |"),
             std::string::npos)
       << r.out;
 }
