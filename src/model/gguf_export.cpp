@@ -49,10 +49,30 @@ class Exporter {
   int threads_;
 };
 
-void common_keys(GgufWriter* w, const std::string& arch, const ModelConfig& c, DType type) {
+// llama.cpp's llama_ftype for the file's --type (include/llama.h: LLAMA_FTYPE_ALL_F32 = 0,
+// MOSTLY_F16 = 1, Q4_0 = 2, Q8_0 = 7, Q5_0 = 8, Q4_K_S = 14, Q4_K_M = 15, Q6_K = 18, BF16 = 32):
+// what llama.cpp and other readers show as the model's type ("gpt2 0.1B Q8_0"); without it
+// they guess, and llama.cpp guesses "all F32".
+uint32_t llama_file_type(const GgufTypes& types) {
+  if (types.q4_k_mix) return 15;
+  switch (types.type) {
+    case DType::kF16: return 1;
+    case DType::kQ4_0: return 2;
+    case DType::kQ8_0: return 7;
+    case DType::kQ5_0: return 8;
+    case DType::kQ4_K: return 14;
+    case DType::kQ6_K: return 18;
+    case DType::kBF16: return 32;
+    default: return 0;
+  }
+}
+
+void common_keys(GgufWriter* w, const std::string& arch, const ModelConfig& c,
+                 const GgufTypes& types) {
   w->add_string("general.architecture", arch);
   w->add_string("general.name", "kvlm convert");
-  if (dtype_is_quantized(type)) w->add_u32("general.quantization_version", 2);
+  w->add_u32("general.file_type", llama_file_type(types));
+  if (dtype_is_quantized(types.type)) w->add_u32("general.quantization_version", 2);
   w->add_u32(arch + ".context_length", c.n_ctx);
   w->add_u32(arch + ".embedding_length", c.n_embd);
   w->add_u32(arch + ".block_count", c.n_layer);
@@ -64,7 +84,7 @@ void common_keys(GgufWriter* w, const std::string& arch, const ModelConfig& c, D
 Status export_gpt2(GgufWriter* w, const Gpt2Model& model, const GgufTypes& types, int n_threads) {
   const ModelConfig& c = model.config();
   const Gpt2Weights& g = model.weights();
-  common_keys(w, "gpt2", c, types.type);
+  common_keys(w, "gpt2", c, types);
   w->add_f32("gpt2.attention.layer_norm_epsilon", c.norm_eps);
   Exporter e(w, types, c, n_threads);
   const int64_t C = c.n_embd, F = c.n_ff;
@@ -99,7 +119,7 @@ Status export_llama(GgufWriter* w, const LlamaModel& model, const GgufTypes& typ
   if (lc.attention_bias || lc.mlp_bias || lc.sliding_window > 0)
     return Status::error(model.source() +
                          ": biases and a sliding window have no GGUF writer in kvlm yet");
-  common_keys(w, "llama", c, types.type);
+  common_keys(w, "llama", c, types);
   w->add_u32("llama.rope.dimension_count", c.head_dim);
   if (c.head_dim * c.n_head != c.n_embd) {
     w->add_u32("llama.attention.key_length", c.head_dim);

@@ -151,6 +151,11 @@ void check_file(const ConvertedFile& f, const nlohmann::json& s) {
     EXPECT_EQ(m["tokenizer.ggml.eos_token_id"], 256);
   }
   EXPECT_EQ(m.contains("general.quantization_version"), f.type[0] == 'q');
+  // llama.cpp's llama_ftype numbers (its include/llama.h), what it shows as the model's type.
+  const std::map<std::string, int> kLlamaFileType = {
+      {"f32", 0}, {"f16", 1},  {"bf16", 32}, {"q8_0", 7},     {"q4_0", 2},
+      {"q5_0", 8}, {"q4_k", 14}, {"q6_k", 18}, {"q4_k_mix", 15}};
+  EXPECT_EQ(m["general.file_type"], kLlamaFileType.at(f.type));
 
   const auto expected = f.arch == "gpt2" ? gpt2_tensors(c) : llama_tensors(c);
   const GgufTypes types = parse_gguf_types(f.type).value();

@@ -66,6 +66,14 @@ TEST_P(GgufLlama, LogitsEqualSafetensorsBitwise) {
   ASSERT_NE(original, nullptr);
   const std::string gguf = dir.file("model.gguf");
   ASSERT_TRUE(write_gguf(*original, nullptr, dtype, gguf).is_ok());
+  {
+    // llama.cpp's llama_ftype (ALL_F32 0, MOSTLY_F16 1): what its readers show as the type.
+    auto file = GgufFile::open(gguf);
+    ASSERT_TRUE(file) << file.message();
+    auto file_type = file->get_uint("general.file_type");
+    ASSERT_TRUE(file_type) << file_type.message();
+    EXPECT_EQ(file_type.value(), dtype == DType::kF16 ? 1u : 0u);
+  }
   auto converted = load(gguf);
   ASSERT_NE(converted, nullptr);
   EXPECT_EQ(converted->weight_dtype(), dtype_name(dtype));
