@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
-#include <cstring>
 
 #include "ops/dtype.h"
 #include "ops/matmul_bf16dot.h"
@@ -41,21 +39,6 @@ bool detect_amx_bf16() {
 #endif
 
 std::atomic<bool> g_bf16_amx_enabled{true};
-
-float bits_to_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-float flush_denormal(float f) {
-  return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f;
-}
-
-// A bf16 value as the tile unit reads it: denormals as zero.
-double widen(uint16_t h) {
-  return flush_denormal(bits_to_float(static_cast<uint32_t>(h) << 16));
-}
 
 }  // namespace
 
@@ -109,7 +92,9 @@ void matmul_bf16amx_reference(float* out, const float* x, const WeightMatrix& w,
         for (int i = k0; i < std::min(I, k0 + 32); ++i) {
           const uint16_t wv = w.layout == WeightLayout::kInOut ? wb[static_cast<size_t>(i) * O + o]
                                                                : wb[static_cast<size_t>(o) * I + i];
-          chunk += widen(bf16_dot_round(x[static_cast<size_t>(r) * I + i])) * widen(wv);
+          chunk += static_cast<double>(
+                       bf16_unit_value(bf16_dot_round(x[static_cast<size_t>(r) * I + i]))) *
+                   bf16_unit_value(wv);
         }
         c = flush_denormal(c + flush_denormal(static_cast<float>(chunk)));
       }

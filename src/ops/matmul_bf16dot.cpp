@@ -39,18 +39,15 @@ bool detect_avx512_bf16() {
 // The process-wide switch of set_bf16_dot_enabled, as pin_simd_target is for targets.
 std::atomic<bool> g_bf16_dot_enabled{true};
 
-float bits_to_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+}  // namespace
 
-// Denormals read as (or flushed to) a zero of their sign, as the instruction does.
 float flush_denormal(float f) {
   return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f;
 }
 
-}  // namespace
+float bf16_unit_value(uint16_t h) {
+  return flush_denormal(bf16_to_f32(h));
+}
 
 bool cpu_has_avx512_bf16() {
   static const bool has = detect_avx512_bf16();  // a fact about the machine, read once
@@ -76,11 +73,8 @@ uint16_t bf16_dot_round(float x) {
 }
 
 float bf16_dot2(float acc, uint16_t x0, uint16_t x1, uint16_t w0, uint16_t w1) {
-  auto widen = [](uint16_t h) {
-    return flush_denormal(bits_to_float(static_cast<uint32_t>(h) << 16));
-  };
-  float t = flush_denormal(std::fma(widen(x1), widen(w1), flush_denormal(acc)));
-  return flush_denormal(std::fma(widen(x0), widen(w0), t));
+  float t = flush_denormal(std::fma(bf16_unit_value(x1), bf16_unit_value(w1), flush_denormal(acc)));
+  return flush_denormal(std::fma(bf16_unit_value(x0), bf16_unit_value(w0), t));
 }
 
 void matmul_bf16dot_reference(float* out, const float* x, const WeightMatrix& w, const float* bias,

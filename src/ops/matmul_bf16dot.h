@@ -68,4 +68,10 @@ uint16_t bf16_dot_round(float x);
 // One lane of vdpbf16ps: acc + x1 * w1, then + x0 * w0 (arguments are bf16 bits).
 float bf16_dot2(float acc, uint16_t x0, uint16_t x1, uint16_t w0, uint16_t w1);
 
+// What the bf16 units (vdpbf16ps, AMX tiles) do with denormals, for the scalar models: read a
+// denormal input as a zero of its sign, flush a denormal result to one.
+float flush_denormal(float f);
+// A bf16 value (its bits) as those units read it.
+float bf16_unit_value(uint16_t h);
+
 }  // namespace kvlm
