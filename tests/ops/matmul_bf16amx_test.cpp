@@ -18,20 +18,19 @@
 #include "ops/for_each_target.h"
 #include "ops/matmul.h"
 #include "ops/matmul_bf16dot.h"
+#include "support/bf16_matrix.h"
 #include "support/random_values.h"
 
 namespace kvlm {
 namespace {
 
+using test::Bf16Matrix;
+using test::layout_name;
+
 #define SKIP_WITHOUT_AMX()                                                     \
   if (!cpu_has_amx_bf16())                                                     \
   GTEST_SKIP() << "this CPU has no AMX-BF16 (or Linux did not grant the tile " \
                   "state): the kernels are not used here"
-
-struct Bf16Matrix {
-  std::vector<uint16_t> storage;
-  WeightMatrix view;
-};
 
 // Values of either sign: normal (sd 0.5, so their exponents spread widely), or `narrow`:
 // magnitudes in [0.5, 2), the ordinary range where the scalar model is the hardware bit for bit.
@@ -49,15 +48,8 @@ std::vector<float> random_values(size_t n, std::mt19937& rng, bool narrow) {
 
 Bf16Matrix make_matrix(int n_in, int n_out, WeightLayout layout, int offset, std::mt19937& rng,
                        bool narrow = false) {
-  Bf16Matrix m;
-  m.storage.resize(static_cast<size_t>(n_in) * n_out + offset + 1);
-  for (uint16_t& h : m.storage) h = f32_to_bf16(random_value(rng, narrow));
-  m.view = WeightMatrix{m.storage.data() + offset, DType::kBF16, layout, n_in, n_out};
-  return m;
-}
-
-const char* layout_name(WeightLayout l) {
-  return l == WeightLayout::kInOut ? "kInOut" : "kOutIn";
+  return test::random_bf16_matrix(n_in, n_out, layout, offset,
+                                  [&] { return random_value(rng, narrow); });
 }
 
 // The kernels at 1, 2 and 3 threads: on narrow values against the scalar model, bit for bit;

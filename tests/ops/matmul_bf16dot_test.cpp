@@ -18,6 +18,7 @@
 #include "ops/for_each_target.h"
 #include "ops/matmul.h"
 #include "ops/matmul_bf16amx.h"
+#include "support/bf16_matrix.h"
 #include "support/random_values.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -27,6 +28,9 @@
 
 namespace kvlm {
 namespace {
+
+using test::Bf16Matrix;
+using test::layout_name;
 
 #define SKIP_WITHOUT_AVX512_BF16()                            \
   if (!cpu_has_avx512_bf16())                                 \
@@ -125,22 +129,9 @@ TEST(MatmulBf16DotTest, ScalarModelIsBitwiseTheInstruction) {
 #endif
 }
 
-struct Bf16Matrix {
-  std::vector<uint16_t> storage;
-  WeightMatrix view;
-};
-
 Bf16Matrix make_matrix(int n_in, int n_out, WeightLayout layout, int offset, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 0.5f);
-  Bf16Matrix m;
-  m.storage.resize(static_cast<size_t>(n_in) * n_out + offset + 1);
-  for (uint16_t& h : m.storage) h = f32_to_bf16(normal(rng));
-  m.view = WeightMatrix{m.storage.data() + offset, DType::kBF16, layout, n_in, n_out};
-  return m;
-}
-
-const char* layout_name(WeightLayout l) {
-  return l == WeightLayout::kInOut ? "kInOut" : "kOutIn";
+  return test::random_bf16_matrix(n_in, n_out, layout, offset, [&] { return normal(rng); });
 }
 
 // Runs every variant at 1 and 3 threads and checks each against the scalar model, bit for bit,
