@@ -7,6 +7,7 @@
 
 #include "bench/machine_limits.h"
 #include "ops/dispatch.h"
+#include "util/huge_pages.h"
 
 namespace kvlm {
 
@@ -134,6 +135,7 @@ Result<BenchReport> run_bench(Model& model, const BenchOptions& o, const Paralle
   KVLM_RETURN_IF_ERROR(decode(1, r.short_context, &r.decode_short));
   KVLM_RETURN_IF_ERROR(decode(1, r.long_context, &r.decode_long));
   KVLM_RETURN_IF_ERROR(decode(r.batch, r.short_context, &r.decode_batch));
+  r.huge_page_bytes = process_huge_page_bytes();
 
   fill_roofline_fractions(rates, &r);
   if (o.decode_only) {
@@ -169,6 +171,7 @@ std::string bench_report_json(const BenchReport& r) {
       {"simd_target", r.simd_target},
       {"threads", r.n_threads},
       {"weight_bytes", r.weight_bytes},
+      {"huge_page_bytes", r.huge_page_bytes},
       {"decode_roofline_frac_ctx900", r.decode_long_roofline_frac},
       {"decode_roofline_frac_b8", r.decode_batch_roofline_frac},
       // The bandwidth each decode fraction is against, read beside its window.
@@ -299,8 +302,11 @@ std::string memory_section(const BenchReport& r) {
 std::string bench_report_text(const BenchReport& r) {
   std::string t;
   t += printf_string(
-      "kvlm bench: %s weights (%.1f MB read per decode step), %d threads, SIMD %s\n\n",
-      r.weights.c_str(), mb(r.weight_bytes), r.n_threads, r.simd_target.c_str());
+      "kvlm bench: %s weights (%.1f MB read per decode step), %d threads, SIMD %s\n"
+      "  %.1f MB of the process's memory in huge pages%s\n\n",
+      r.weights.c_str(), mb(r.weight_bytes), r.n_threads, r.simd_target.c_str(),
+      mb(r.huge_page_bytes),
+      r.huge_page_bytes == 0 ? " (none: 4 KiB pages cost decode speed; see KVLM_HUGE_PAGES)" : "");
   const double bw = r.bandwidth_gbs * 1e9;
   t += "Machine limits, measured in this run\n";
   t += printf_string("  memory read bandwidth (all threads):  %7.1f GB/s\n", r.bandwidth_gbs);

@@ -47,6 +47,9 @@ struct BenchReport {
   bool decode_only = false;  // no prefill or cache-experiment figures
   std::string weights;       // storage type of the matrices: "F32", "F16", "BF16"
   size_t weight_bytes = 0;   // read per decode step
+  // Memory behind huge pages after the decode runs (weights, caches, the probe): with 4 KiB
+  // pages decode loses a fifth of its speed to the TLB (util/huge_pages.h).
+  size_t huge_page_bytes = 0;
   double bandwidth_gbs = 0, fma_gflops = 0;
   int short_prompt = 0, long_prompt = 0, short_context = 0, long_context = 0, batch = 0;
   TimedRun prefill_short, prefill_long, decode_short, decode_long, decode_batch;

@@ -10,6 +10,8 @@
 #include <memory>
 #include <new>
 
+#include "util/huge_pages.h"
+
 // Highway: simd_targets.h before any hwy header, then foreach_target.h re-includes this
 // file once per target (HWY_TARGET_INCLUDE).
 // clang-format off
@@ -87,32 +89,30 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
-};
-
 }  // namespace
 
+// In huge pages, as the weights and caches it stands beside (util/huge_pages.h).
 struct ReadBandwidthProbe::Array {
-  std::unique_ptr<float, FreeDeleter> data;
+  HugePageBuffer memory;
   size_t n = 0;  // floats, a multiple of 64 per thread
+  float* data() const { return reinterpret_cast<float*>(memory.data()); }
 };
 
 Result<ReadBandwidthProbe> ReadBandwidthProbe::create(size_t n_bytes, const Parallel& par) {
-  constexpr size_t kAlign = 4096;  // whole pages, and aligned for any vector width
   const int n_threads = std::max(par.n_threads, 1);
   // Whole blocks of 64 floats per thread: a multiple of 4 vectors on every target.
   const size_t block = 64, n = n_bytes / sizeof(float) / (block * n_threads) * block * n_threads;
   if (n == 0)
     return Status::error("bandwidth array of " + std::to_string(n_bytes) + " bytes is too small");
   auto array = std::make_shared<Array>();
-  array->data.reset(static_cast<float*>(
-      std::aligned_alloc(kAlign, (n * sizeof(float) + kAlign - 1) / kAlign * kAlign)));
-  if (!array->data)
+  try {
+    array->memory = HugePageBuffer(n * sizeof(float));
+  } catch (const std::bad_alloc&) {
     return Status::error("cannot allocate the " + std::to_string(n_bytes) +
                          "-byte bandwidth array");
+  }
   array->n = n;
-  float* a = array->data.get();
+  float* a = array->data();
   const size_t per_thread = n / n_threads;
   // Each thread writes its own part first, so its pages sit near it (first touch).
 #pragma omp parallel for num_threads(n_threads) schedule(static)
@@ -124,7 +124,7 @@ Result<ReadBandwidthProbe> ReadBandwidthProbe::create(size_t n_bytes, const Para
 }
 
 double ReadBandwidthProbe::measure(int repeats) const {
-  const float* a = array_->data.get();
+  const float* a = array_->data();
   const size_t n = array_->n, per_thread = n / n_threads_;
   double best = 0.0;
   volatile float sink = 0.0f;
@@ -142,7 +142,7 @@ double ReadBandwidthProbe::measure(int repeats) const {
 }
 
 double ReadBandwidthProbe::measure_sustained(double seconds) const {
-  const float* a = array_->data.get();
+  const float* a = array_->data();
   const size_t n = array_->n, per_thread = n / n_threads_;
   volatile float sink = 0.0f;
   size_t passes = 0;

@@ -23,10 +23,10 @@ ContiguousKvCache::ContiguousKvCache(int n_layer, int kv_dim, std::vector<int> c
     total_positions_ += static_cast<size_t>(slabs_.back());
   }
   n_bytes_ = static_cast<size_t>(n_layer_) * total_positions_ * codec_.row_bytes();
-  // Value-initialised: positions are always written before they are read, but zeros make
-  // any bug reproducible instead of reading stale memory.
-  keys_ = std::make_unique<std::byte[]>(n_bytes_);
-  values_ = std::make_unique<std::byte[]>(n_bytes_);
+  // Zero-filled: positions are always written before they are read, but zeros make any bug
+  // reproducible instead of reading stale memory. In huge pages: attention streams the cache.
+  keys_ = HugePageBuffer(n_bytes_);
+  values_ = HugePageBuffer(n_bytes_);
 }
 
 Status ContiguousKvCache::check_reserved(int seq, int n_positions) const {
@@ -56,8 +56,8 @@ Status ContiguousKvCache::check_step(int seq, int begin, int end) const {
 
 void ContiguousKvCache::write_row(int seq, int layer, int pos, const float* k, const float* v) {
   const size_t offset = row_offset(seq, layer, pos);
-  codec_.encode_key(keys_.get() + offset, layer, k);
-  codec_.encode_value(values_.get() + offset, layer, v);
+  codec_.encode_key(keys_.data() + offset, layer, k);
+  codec_.encode_value(values_.data() + offset, layer, v);
 }
 
 void ContiguousKvCache::runs(int seq, int layer, int n_positions, std::vector<KvRun>* out) const {
@@ -71,7 +71,7 @@ void ContiguousKvCache::range_runs(int seq, int layer, int begin, int end,
   for (int pos = begin; pos < end;) {
     const int n = std::min(end - pos, slabs_[seq] - slot(seq, pos));
     const size_t offset = row_offset(seq, layer, pos);
-    out->push_back({keys_.get() + offset, values_.get() + offset, n});
+    out->push_back({keys_.data() + offset, values_.data() + offset, n});
     pos += n;
   }
 }

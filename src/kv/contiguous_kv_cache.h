@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kv/kv_cache.h"
+#include "util/huge_pages.h"
 
 namespace kvlm {
 
@@ -61,8 +62,8 @@ class ContiguousKvCache final : public KvCache {
   std::vector<size_t> offsets_;          // first row of each sequence's slab
   size_t total_positions_ = 0;           // rows of all slabs
   size_t n_bytes_ = 0;                   // of K (and of V)
-  std::unique_ptr<std::byte[]> keys_;    // [n_layer][sum of slabs] rows of row_bytes
-  std::unique_ptr<std::byte[]> values_;  // [n_layer][sum of slabs] rows of row_bytes
+  HugePageBuffer keys_;    // [n_layer][sum of slabs] rows of row_bytes
+  HugePageBuffer values_;  // [n_layer][sum of slabs] rows of row_bytes
 };
 
 }  // namespace kvlm

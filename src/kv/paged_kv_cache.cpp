@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <new>
 #include <string>
 #include <unordered_set>
 
@@ -51,14 +52,17 @@ Result<std::unique_ptr<PagedKvCache>> PagedKvCache::create(int n_layer, int kv_d
                          " blocks is more than this cache can index (2^30)");
   std::unique_ptr<PagedKvCache> cache(
       new PagedKvCache(n_layer, kv_dim, B, static_cast<int>(n_blocks), options.storage));
-  // calloc: zeros make any bug reproducible (as in the contiguous cache), and the system hands
-  // out the pages of a large arena only as blocks are first touched.
+  // Zero-filled: zeros make any bug reproducible (as in the contiguous cache), and the system
+  // hands out the pages of a large arena only as blocks are first touched (2 MiB at a time
+  // where it gives huge pages: attention streams the blocks).
   const size_t n_bytes = cache->block_half_bytes_ * n_blocks;
-  cache->keys_.reset(static_cast<std::byte*>(std::calloc(n_bytes, 1)));
-  cache->values_.reset(static_cast<std::byte*>(std::calloc(n_bytes, 1)));
-  if (!cache->keys_ || !cache->values_)
+  try {
+    cache->keys_ = HugePageBuffer(n_bytes);
+    cache->values_ = HugePageBuffer(n_bytes);
+  } catch (const std::bad_alloc&) {
     return Status::error("paged KV cache: could not allocate an arena of " +
                          std::to_string(2 * n_bytes) + " bytes");
+  }
   return cache;
 }
 
@@ -81,8 +85,8 @@ PagedKvCache::Sequence& PagedKvCache::slot(int seq) {
 
 void PagedKvCache::write_row(int seq, int layer, int pos, const float* k, const float* v) {
   const size_t offset = row_offset(seq, layer, pos);
-  codec_.encode_key(keys_.get() + offset, layer, k);
-  codec_.encode_value(values_.get() + offset, layer, v);
+  codec_.encode_key(keys_.data() + offset, layer, k);
+  codec_.encode_value(values_.data() + offset, layer, v);
 }
 
 void PagedKvCache::runs(int seq, int layer, int n_positions, std::vector<KvRun>* out) const {
@@ -91,7 +95,7 @@ void PagedKvCache::runs(int seq, int layer, int n_positions, std::vector<KvRun>*
   for (int first = 0, i = 0; first < n_positions; first += block_size_, ++i) {
     const size_t offset = block_offset(s.table[i]) + layer_offset;
     out->push_back(
-        {keys_.get() + offset, values_.get() + offset, std::min(block_size_, n_positions - first)});
+        {keys_.data() + offset, values_.data() + offset, std::min(block_size_, n_positions - first)});
   }
 }
 
@@ -104,7 +108,7 @@ void PagedKvCache::range_runs(int seq, int layer, int begin, int end,
     const int row = pos % block_size_;
     const int n = std::min(block_size_ - row, end - pos);
     const size_t offset = block_offset(s.table[pos / block_size_]) + layer_offset + row * row_bytes;
-    out->push_back({keys_.get() + offset, values_.get() + offset, n});
+    out->push_back({keys_.data() + offset, values_.data() + offset, n});
     pos += n;
   }
 }
@@ -159,9 +163,9 @@ void PagedKvCache::commit_reserve(int seq, int n_positions) {
     if (!must_copy(shared)) continue;
     std::vector<int> fresh;
     pool_.allocate(1, &fresh);  // cannot fail: blocks_needed() counted it
-    std::memcpy(keys_.get() + block_offset(fresh[0]), keys_.get() + block_offset(shared),
+    std::memcpy(keys_.data() + block_offset(fresh[0]), keys_.data() + block_offset(shared),
                 block_half_bytes_);
-    std::memcpy(values_.get() + block_offset(fresh[0]), values_.get() + block_offset(shared),
+    std::memcpy(values_.data() + block_offset(fresh[0]), values_.data() + block_offset(shared),
                 block_half_bytes_);
     pool_.release(shared);
     s.table[i] = fresh[0];

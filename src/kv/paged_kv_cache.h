@@ -39,6 +39,7 @@
 
 #include "kv/block_pool.h"
 #include "kv/kv_cache.h"
+#include "util/huge_pages.h"
 
 namespace kvlm {
 
@@ -142,10 +143,6 @@ class PagedKvCache final : public KvCache {
     BlockHash chain = 0;     // chain hash after those blocks
     int evict_cursor = 0;    // window: entries before it (past the sinks' blocks) are evicted
   };
-  struct FreeDeleter {
-    void operator()(std::byte* p) const { std::free(p); }
-  };
-
   PagedKvCache(int n_layer, int kv_dim, int block_size, int n_blocks,
                const KvStorageOptions& storage);
   int n_slots() const { return static_cast<int>(seqs_.size()); }
@@ -179,8 +176,8 @@ class PagedKvCache final : public KvCache {
   std::vector<BlockHash> block_parent_;  // [n_blocks]
   int64_t copies_ = 0;
   int peak_used_ = 0;
-  std::unique_ptr<std::byte, FreeDeleter> keys_;    // [n_blocks][n_layer][B] rows of row_bytes
-  std::unique_ptr<std::byte, FreeDeleter> values_;  // [n_blocks][n_layer][B] rows of row_bytes
+  HugePageBuffer keys_;    // [n_blocks][n_layer][B] rows of row_bytes
+  HugePageBuffer values_;  // [n_blocks][n_layer][B] rows of row_bytes
 };
 
 // Plans a batch's prefill so that a block several prompts share is computed once. `wave` holds

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -12,11 +13,18 @@
 namespace kvlm {
 
 void* OwnedTensors::allocate(size_t bytes) {
-  // 64-byte alignment via over-allocation keeps SIMD loads happy on any target.
-  buffers.emplace_back(new uint8_t[bytes + 64]);
+  // Chunks reserve address space, not memory: pages come into being when written, so a
+  // chunk's unused tail costs nothing. 64-byte alignment keeps SIMD loads happy on any target.
+  constexpr size_t kChunkBytes = size_t{64} << 20, kAlign = 64;
+  const size_t start = (chunk_used + kAlign - 1) / kAlign * kAlign;
+  if (chunks.empty() || start + bytes > chunks.back().size()) {
+    chunks.emplace_back(std::max(bytes, kChunkBytes));
+    chunk_used = 0;
+    return allocate(bytes);
+  }
+  chunk_used = start + bytes;
   n_bytes += bytes;
-  auto address = reinterpret_cast<uintptr_t>(buffers.back().get());
-  return reinterpret_cast<void*>((address + 63) & ~uintptr_t{63});
+  return chunks.back().data() + start;
 }
 
 std::string shape_string(const std::vector<int64_t>& shape) {

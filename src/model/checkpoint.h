@@ -11,14 +11,17 @@
 #include "kvlm/status.h"
 #include "model/safetensors.h"
 #include "ops/weight_matrix.h"
+#include "util/huge_pages.h"
 
 namespace kvlm {
 
 // Storage the loader had to create: fp32 copies of small vectors, converted or realigned
-// matrices. Matrices used as stored are not here.
+// matrices. Matrices used as stored are not here. Handed out 64-byte aligned from chunks in
+// huge pages (util/huge_pages.h: decode streams these weights as it does mapped ones).
 struct OwnedTensors {
-  std::vector<std::unique_ptr<uint8_t[]>> buffers;
-  size_t n_bytes = 0;
+  std::vector<HugePageBuffer> chunks;
+  size_t chunk_used = 0;  // bytes handed out from chunks.back()
+  size_t n_bytes = 0;     // bytes asked for in all
   void* allocate(size_t n_bytes);
 };
 

@@ -10,7 +10,35 @@
 #include <fstream>
 #include <sstream>
 
+#include "util/huge_pages.h"
+
 namespace kvlm {
+namespace {
+
+// Files this large (weights) are mapped for huge pages; smaller ones (tokenizers, configs,
+// test models) gain nothing and keep ordinary mappings.
+constexpr size_t kMinHugeFile = 4 * kHugePageBytes;
+
+// Maps the file read-only; with `huge`, on a huge-page boundary (file offset 0 there, so each
+// 2 MiB of the file can sit behind one page-table entry) and advised for huge pages.
+void* map_read_only(int fd, size_t size, bool huge) {
+  void* at = huge ? reserve_huge_aligned(size) : nullptr;
+  void* p = mmap(at, size, PROT_READ, MAP_PRIVATE | (at != nullptr ? MAP_FIXED : 0), fd, 0);
+  if (p == MAP_FAILED && at != nullptr) munmap(at, size);
+  if (p != MAP_FAILED && at != nullptr) advise_huge_pages(p, size);
+  return p;
+}
+
+// Faults in one aligned huge page from the middle of the mapping and reports whether the
+// kernel mapped it huge: a sample of how the page cache holds the file.
+bool huge_pages_behind(const void* p, size_t size) {
+  const size_t offset = size / 2 / kHugePageBytes * kHugePageBytes;
+  volatile uint8_t sink = static_cast<const volatile uint8_t*>(p)[offset];
+  (void)sink;
+  return huge_mapped_bytes(p) > 0;
+}
+
+}  // namespace
 
 MappedFile::~MappedFile() {
   release();
@@ -61,7 +89,18 @@ Result<MappedFile> MappedFile::open(const std::string& path) {
   file.path_ = path;
   file.size_ = static_cast<size_t>(st.st_size);
   if (file.size_ > 0) {
-    void* p = mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    const bool huge = huge_pages_wanted() && file.size_ >= kMinHugeFile;
+    void* p = map_read_only(fd, file.size_, huge);
+    if (p != MAP_FAILED && huge && !huge_pages_behind(p, file.size_)) {
+      // The page cache holds this file in small pages (it was written, or read without huge
+      // pages, before), and a mapping can only use the pages that are there. Drop them (clean
+      // pages no other process maps; nothing is lost, they come back from the disk) so that
+      // this mapping's faults read the file again into huge ones.
+      munmap(p, file.size_);
+      fdatasync(fd);
+      posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+      p = map_read_only(fd, file.size_, huge);
+    }
     if (p == MAP_FAILED) {
       ::close(fd);
       file.size_ = 0;
