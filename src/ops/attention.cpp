@@ -5,6 +5,7 @@
 // vectorised exp, then the weighted sum of values as one fma chain per element in position order.
 // Every step depends only on the positions attended, never on how the cache splits them into runs
 // or on which other rows are being computed, so prefill and decode give the same bits.
+#include "ops/prefetch.h"
 #include "ops/attention.h"
 
 #include <algorithm>
@@ -266,7 +267,7 @@ HWY_INLINE void Dot4(float* HWY_RESTRICT out, const float* HWY_RESTRICT q,
 // attention over 900 positions was bound by it). Prefetches never change a result.
 constexpr int kPrefetchAhead = 6;
 HWY_INLINE void PrefetchRow(const std::byte* row, size_t n_bytes) {
-  for (size_t i = 0; i < n_bytes; i += 64) hwy::Prefetch(row + i);
+  for (size_t i = 0; i < n_bytes; i += 64) PrefetchToL2(row + i);
 }
 
 // s[p] = exp(s[p] - max) for p < n; returns their sum (vector partial sums in order, then

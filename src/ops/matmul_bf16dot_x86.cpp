@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/prefetch.h"
 #include "ops/matmul_bf16dot.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -234,7 +235,7 @@ KVLM_BF16DOT_NOINLINE void InOutStreamThread(float* out, const float* x, const u
           if (v % 2 == 0 && i + 16 < n_in) {  // these rows' next cache line, two passes ahead
             const char* ahead = reinterpret_cast<const char*>(r0 + 16 * n_out + c);
             for (size_t k = 0; k < 2 * kPassPairs && i + 16 + k < n_in; ++k)
-              _mm_prefetch(ahead + k * n_out * sizeof(uint16_t), _MM_HINT_T0);
+              PrefetchToL2(ahead + k * n_out * sizeof(uint16_t));
           }
           __m512bh wv[kPassPairs];
           for (size_t k = 0; k < kPassPairs; ++k) {
@@ -305,8 +306,8 @@ KVLM_BF16DOT_INLINE void StreamRegTile(float* out, size_t n_out, const uint32_t*
     if (ahead) {
       for (size_t k = 2 * q; k < 2 * q + 2; ++k) {
         const char* next = reinterpret_cast<const char*>(ahead + k * n_out);
-        for (size_t b = 0; b < kBytes; b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
-        _mm_prefetch(next + kBytes - 1, _MM_HINT_T0);
+        for (size_t b = 0; b < kBytes; b += 64) PrefetchToL2(next + b);
+        PrefetchToL2(next + kBytes - 1);
       }
     }
     const uint16_t* even = w + 2 * q * n_out;
@@ -399,7 +400,7 @@ KVLM_BF16DOT_INLINE void OutInTile(float* out, size_t n_out, const float* x, siz
   const char* ahead = reinterpret_cast<const char*>(w + RO * n_in);
   for (size_t c = 0; c < n_in; c += 2 * kLanes) {
     for (size_t line = 0; line < RO * 2 * kLanes * sizeof(uint16_t); line += 64)
-      _mm_prefetch(ahead + c * RO * sizeof(uint16_t) + line, _MM_HINT_T0);
+      PrefetchToL2(ahead + c * RO * sizeof(uint16_t) + line);
     const size_t n = std::min(2 * kLanes, n_in - c);
     const __mmask16 mlo = Mask16(n), mhi = Mask16(n > kLanes ? n - kLanes : 0);
     __m512bh xv[RR];
@@ -458,7 +459,7 @@ KVLM_BF16DOT_INLINE void OutInTileRow(float* out, const uint16_t* xb, size_t n_i
   const char* ahead = reinterpret_cast<const char*>(w + RO * n_in);
   for (size_t c = 0; c < n_in; c += 2 * kLanes) {
     for (size_t line = 0; line < RO * 2 * kLanes * sizeof(uint16_t); line += 64)
-      _mm_prefetch(ahead + c * RO * sizeof(uint16_t) + line, _MM_HINT_T0);
+      PrefetchToL2(ahead + c * RO * sizeof(uint16_t) + line);
     const __mmask32 mw = Mask32(std::min(2 * kLanes, n_in - c));
     const __m512bh xv = reinterpret_cast<__m512bh>(_mm512_load_si512(xb + c));
     for (int o = 0; o < RO; ++o)
@@ -520,7 +521,7 @@ KVLM_BF16DOT_INLINE void OutInTileBlock(float* out, size_t n_out, const uint16_t
   for (size_t c = 0; c < n_in; c += 2 * kLanes) {
     if (ahead)
       for (size_t line = 0; line < RO * 2 * kLanes * sizeof(uint16_t); line += 64)
-        _mm_prefetch(ahead + c * RO * sizeof(uint16_t) + line, _MM_HINT_T0);
+        PrefetchToL2(ahead + c * RO * sizeof(uint16_t) + line);
     const __mmask32 mw = Mask32(std::min(2 * kLanes, n_in - c));
     __m512bh xv[RR];
     for (int r = 0; r < RR; ++r)  // pad rows: any row of the block

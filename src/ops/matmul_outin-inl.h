@@ -13,6 +13,7 @@
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "ops/prefetch.h"
 #include "ops/simd_weights-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -83,7 +84,7 @@ HWY_INLINE void OutInTile(float* HWY_RESTRICT out, const float* HWY_RESTRICT x,
   const char* ahead = reinterpret_cast<const char*>(w + RO * n_in);
   for (size_t i = 0; i < n_main; i += 16) {
     for (size_t line = 0; line < RO * 16 * sizeof(WT); line += 64)
-      hwy::Prefetch(ahead + i * RO * sizeof(WT) + line);
+      PrefetchToL2(ahead + i * RO * sizeof(WT) + line);
     OutInStep<RO, RR>(acc, x + i, n_in, w + i, n_in);
   }
   if (n_main < n_in) {  // the last n_in % 16 elements, zero-padded to 16 lanes

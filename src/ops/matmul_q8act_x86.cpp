@@ -23,6 +23,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "ops/prefetch.h"
 #include "ops/matmul_q8act_kernels.h"
 #include "ops/quant.h"
 
@@ -169,16 +170,14 @@ KVLM_VNNI_INLINE void Q4_0TileVnni(float* out, const Q8Rows& x, size_t r0, const
     const bool two = b + 1 < nb;
     const __mmask16 lanes = two ? 0xFFFF : 0x00FF;
     // A tile's RO rows and the tiles after it are one contiguous stretch: fetch the part of the
-    // tile kPrefetchTiles ahead that this step reads, one sequential stream. Q8_0 fetches into
-    // L2 (prefetcht2), not L1: a T0 prefetch holds one of L1's few fill buffers for the whole
-    // trip to memory, and Q8_0, with the least work per byte, ran out of them (batch-1 decode
-    // at 1 thread read 9 GB/s of 13; with T2 the L2's deeper queue keeps more lines in flight,
-    // and the demand loads of the tile find its lines in L2: docs/performance.md).
+    // tile kPrefetchTiles ahead that this step reads, one sequential stream, into L2
+    // (ops/prefetch.h; Q8_0, with the least work per byte, ran out of L1 fill buffers first:
+    // batch-1 decode at 1 thread read 9 GB/s of 13 with prefetcht0, docs/performance.md).
     {
       const char* ahead =
           reinterpret_cast<const char*>(w) + kPrefetchTiles * RO * row_bytes + b * (RO * kBytes);
       for (size_t line = 0; line < 2 * RO * kBytes; line += 64)
-        _mm_prefetch(ahead + line, kBytes == 34 ? _MM_HINT_T2 : _MM_HINT_T0);
+        PrefetchToL2(ahead + line);
     }
     __m512i wv[RO];
     __m512 dw[RO];
@@ -480,7 +479,7 @@ KVLM_VNNI_INLINE void KTileVnni(float* out, const Q8Rows& x, size_t r0, const ui
       const char* ahead = reinterpret_cast<const char*>(w) + kPrefetchTiles * RO * row_bytes +
                           b * (RO * Dec::kBytes);
       for (size_t line = 0; line < RO * Dec::kBytes; line += 64)
-        _mm_prefetch(ahead + line, _MM_HINT_T0);
+        PrefetchToL2(ahead + line);
     }
     Dec dec[RO];
     for (int ro = 0; ro < RO; ++ro) dec[ro].Init(w + ro * row_bytes + b * Dec::kBytes);
@@ -621,7 +620,7 @@ KVLM_AVX2_INLINE void KTileAvx2(float* out, const Q8Rows& x, size_t r0, const ui
       const char* ahead = reinterpret_cast<const char*>(w) + kPrefetchTiles * RO * row_bytes +
                           b * (RO * Dec::kBytes);
       for (size_t line = 0; line < RO * Dec::kBytes; line += 64)
-        _mm_prefetch(ahead + line, _MM_HINT_T0);
+        PrefetchToL2(ahead + line);
     }
     Dec dec[RO];
     for (int ro = 0; ro < RO; ++ro) dec[ro].Init(w + ro * row_bytes + b * Dec::kBytes);

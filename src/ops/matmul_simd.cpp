@@ -23,6 +23,7 @@
 
 #include <algorithm>
 
+#include "ops/prefetch.h"
 #include "ops/matmul_internal.h"
 
 // Highway: simd_targets.h before any hwy header, then foreach_target.h re-includes this
@@ -245,7 +246,7 @@ HWY_INLINE void InOutStreamStep(float* acc, size_t acc_stride, const float* x,
   constexpr size_t kVecsPerLine = std::max<size_t>(1, 64 / (kN * sizeof(WT)));
   for (size_t v = 0; v < nv; ++v) {
     if (v % kVecsPerLine == 0)
-      for (int k = 0; k < kIU; ++k) hwy::Prefetch(wrow + (2 * kIU + k) * n_out + v * kN);
+      for (int k = 0; k < kIU; ++k) PrefetchToL2(wrow + (2 * kIU + k) * n_out + v * kN);
     VF wv[kIU];
     for (int k = 0; k < kIU; ++k) wv[k] = LoadWeights(df, wrow + k * n_out + v * kN);
     update(v, wv);
@@ -343,8 +344,8 @@ HWY_INLINE void InOutRegTile(float* HWY_RESTRICT acc, size_t acc_stride,
   for (size_t k = 0; k < kb; ++k) {
     if (ahead) {
       const char* next = reinterpret_cast<const char*>(ahead + k * n_out);
-      for (size_t b = 0; b < kBytes; b += 64) hwy::Prefetch(next + b);
-      hwy::Prefetch(next + kBytes - 1);
+      for (size_t b = 0; b < kBytes; b += 64) PrefetchToL2(next + b);
+      PrefetchToL2(next + kBytes - 1);
     }
     const WT* wk = w + k * n_out;
     VF wv[NV];
