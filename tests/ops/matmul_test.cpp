@@ -237,16 +237,29 @@ TEST(MatmulTest, RowsAreBitwiseIndependentOfBatchVariantAndThreads) {
 }
 
 // Shapes large enough to cross every block boundary of the tiled kernel (reduction blocks of
-// 384 steps, row blocks of 144, column strips) and the row stream's chunks: still the stated
+// 384 steps, row blocks of 144, column strips), the row stream's chunks, and kOutIn prefill's
+// blocks of output tiles (256 KB of weights: 20 tiles of 4 F32 outputs at n_in 800, so 333
+// outputs are 5 blocks, the last one short and ending in a partial tile): still the stated
 // order, bit for bit, on every target.
 TEST(MatmulTest, LargeShapesCrossEveryBlockAndKeepTheOrder) {
   AmxOff amx_off;
   std::mt19937 rng(17);
-  const int n_in = 800, n_out = 77, n_rows = 150;
+  const int n_in = 800, n_rows = 150;
+  struct Case {
+    WeightLayout layout;
+    DType dtype;
+    int n_out;
+  };
+  const std::vector<Case> cases = {{WeightLayout::kInOut, DType::kF32, 77},
+                                   {WeightLayout::kInOut, DType::kBF16, 77},
+                                   {WeightLayout::kOutIn, DType::kF32, 333},
+                                   {WeightLayout::kOutIn, DType::kF16, 333}};
   for_each_target([&](const SimdTarget& target) {
-    for (DType dtype : {DType::kF32, DType::kBF16}) {
-      SCOPED_TRACE(dtype_name(dtype));
-      const TestMatrix m = make_matrix(n_in, n_out, WeightLayout::kInOut, dtype, 0, rng);
+    for (const Case& c : cases) {
+      const DType dtype = c.dtype;
+      const int n_out = c.n_out;
+      SCOPED_TRACE(std::string(layout_name(c.layout)) + " " + dtype_name(dtype));
+      const TestMatrix m = make_matrix(n_in, n_out, c.layout, dtype, 0, rng);
       const std::vector<float> x = test::random_normals(static_cast<size_t>(n_rows) * n_in, rng);
       const std::vector<float> bias = test::random_normals(n_out, rng);
       for (MatmulPath path : {MatmulPath::kRowStream, MatmulPath::kTiled}) {
