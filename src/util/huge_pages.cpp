@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <new>
 #include <sstream>
 #include <utility>
@@ -73,14 +74,27 @@ size_t huge_mapped_bytes(const std::string& smaps, const void* p) {
   return kib * 1024;
 }
 
-size_t process_huge_page_bytes() {
-  std::ifstream in("/proc/self/smaps_rollup");
+namespace {
+
+// The sum of the named "Field:   N kB" lines of a /proc file, in bytes (0 where it is absent).
+size_t proc_fields_bytes(const char* path, std::initializer_list<const char*> fields) {
+  std::ifstream in(path);
   std::string line;
   size_t kib = 0;
   while (std::getline(in, line))
-    for (const char* field : {"AnonHugePages:", "FilePmdMapped:"})
+    for (const char* field : fields)
       if (line.rfind(field, 0) == 0) kib += std::strtoull(line.c_str() + std::strlen(field), nullptr, 10);
   return kib * 1024;
+}
+
+}  // namespace
+
+size_t process_huge_page_bytes() {
+  return proc_fields_bytes("/proc/self/smaps_rollup", {"AnonHugePages:", "FilePmdMapped:"});
+}
+
+bool page_cache_builds_huge_pages() {
+  return proc_fields_bytes("/proc/meminfo", {"FileHugePages:"}) > 0;
 }
 
 size_t huge_mapped_bytes(const void* p) {

@@ -36,6 +36,13 @@ size_t huge_mapped_bytes(const void* p);  // reads /proc/self/smaps
 // them. 0 where the file is absent.
 size_t process_huge_page_bytes();
 
+// Whether this kernel's page cache holds some file in huge folios now (FileHugePages in
+// /proc/meminfo): filesystems with large folios (ext4 and xfs on recent kernels) build them
+// when a huge-page-advised mapping faults a cold file in. Where it is false (Debian 12's 6.1
+// kernel: ext4 without large folios), dropping a file's small pages to read it back huge
+// would only cost a read from the disk.
+bool page_cache_builds_huge_pages();
+
 // Zero-filled anonymous memory on a huge-page boundary, advised for huge pages.
 class HugePageBuffer {
  public:

@@ -91,11 +91,14 @@ Result<MappedFile> MappedFile::open(const std::string& path) {
   if (file.size_ > 0) {
     const bool huge = huge_pages_wanted() && file.size_ >= kMinHugeFile;
     void* p = map_read_only(fd, file.size_, huge);
-    if (p != MAP_FAILED && huge && !huge_pages_behind(p, file.size_)) {
+    if (p != MAP_FAILED && huge && !huge_pages_behind(p, file.size_) &&
+        page_cache_builds_huge_pages()) {
       // The page cache holds this file in small pages (it was written, or read without huge
       // pages, before), and a mapping can only use the pages that are there. Drop them (clean
       // pages no other process maps; nothing is lost, they come back from the disk) so that
-      // this mapping's faults read the file again into huge ones.
+      // this mapping's faults read the file again into huge ones. Only where the page cache
+      // is seen building huge folios: elsewhere every load would read the file from the disk
+      // for nothing.
       munmap(p, file.size_);
       fdatasync(fd);
       posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
