@@ -1,6 +1,7 @@
 #include "util/huge_pages.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -36,14 +37,16 @@ bool huge_pages_wanted() {
 }
 
 void* reserve_huge_aligned(size_t n_bytes) {
-  // Over-reserve by one huge page, then give back the slack on both sides.
-  const size_t reserved = n_bytes + kHugePageBytes;
+  // Over-reserve by one huge page, then give back the slack on both sides (munmap takes whole
+  // pages, so the used part ends at its last page's end).
+  const size_t used = round_up(n_bytes, static_cast<size_t>(sysconf(_SC_PAGESIZE)));
+  const size_t reserved = used + kHugePageBytes;
   void* p = mmap(nullptr, reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return nullptr;
   const auto start = reinterpret_cast<uintptr_t>(p);
   const uintptr_t aligned = round_up(start, kHugePageBytes);
   if (aligned > start) munmap(p, aligned - start);
-  const uintptr_t end = start + reserved, used_end = aligned + n_bytes;
+  const uintptr_t end = start + reserved, used_end = aligned + used;
   if (end > used_end) munmap(reinterpret_cast<void*>(used_end), end - used_end);
   return reinterpret_cast<void*>(aligned);
 }
