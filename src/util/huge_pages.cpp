@@ -25,6 +25,24 @@ bool kernel_allows_huge_pages() {
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+// The KiB of a /proc line "Field:   N kB" when it is one of `fields`, else 0.
+size_t field_kib(const std::string& line, std::initializer_list<const char*> fields) {
+  for (const char* field : fields)
+    if (line.rfind(field, 0) == 0) return std::strtoull(line.c_str() + std::strlen(field), nullptr, 10);
+  return 0;
+}
+
+constexpr std::initializer_list<const char*> kHugeFields = {"AnonHugePages:", "FilePmdMapped:"};
+
+// The sum of the named fields of a /proc file, in bytes (0 where it is absent).
+size_t proc_fields_bytes(const char* path, std::initializer_list<const char*> fields) {
+  std::ifstream in(path);
+  std::string line;
+  size_t kib = 0;
+  while (std::getline(in, line)) kib += field_kib(line, fields);
+  return kib * 1024;
+}
+
 }  // namespace
 
 bool huge_pages_wanted() {
@@ -70,30 +88,13 @@ size_t huge_mapped_bytes(const std::string& smaps, const void* p) {
       inside = line.rfind(header, 0) == 0;
       continue;
     }
-    if (!inside) continue;
-    for (const char* field : {"AnonHugePages:", "FilePmdMapped:"})
-      if (line.rfind(field, 0) == 0) kib += std::strtoull(line.c_str() + std::strlen(field), nullptr, 10);
+    if (inside) kib += field_kib(line, kHugeFields);
   }
   return kib * 1024;
 }
 
-namespace {
-
-// The sum of the named "Field:   N kB" lines of a /proc file, in bytes (0 where it is absent).
-size_t proc_fields_bytes(const char* path, std::initializer_list<const char*> fields) {
-  std::ifstream in(path);
-  std::string line;
-  size_t kib = 0;
-  while (std::getline(in, line))
-    for (const char* field : fields)
-      if (line.rfind(field, 0) == 0) kib += std::strtoull(line.c_str() + std::strlen(field), nullptr, 10);
-  return kib * 1024;
-}
-
-}  // namespace
-
 size_t process_huge_page_bytes() {
-  return proc_fields_bytes("/proc/self/smaps_rollup", {"AnonHugePages:", "FilePmdMapped:"});
+  return proc_fields_bytes("/proc/self/smaps_rollup", kHugeFields);
 }
 
 bool page_cache_builds_huge_pages() {
