@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "bench/machine_limits.h"
+#include "kv/contiguous_kv_cache.h"
+#include "model/attend_rows.h"
 #include "ops/attention.h"
 #include "ops/dtype.h"
 #include "ops/matmul.h"
@@ -119,6 +121,47 @@ void BM_Attention(benchmark::State& state) {
                                                  benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Attention)->Arg(128)->Arg(900)->Unit(benchmark::kMicrosecond);
+
+// A decode step's attention as the model runs it: `batch` rows (one per sequence, each with
+// `ctx` positions cached) attending in each of GPT-2's 12 layers over a real fp32 cache of
+// 12 x batch x ctx rows (66 MB at 900 positions, one sequence: more than any L3 here), on 2
+// threads. kv_GBps against BM_Limits_ReadBandwidth/2 is attention's fraction of the bus.
+void BM_AttendRowsFromMemory(benchmark::State& state) {
+  const int ctx = static_cast<int>(state.range(0)), batch = static_cast<int>(state.range(1));
+  const int n_layer = 12, H = 12, D = 64, kv_dim = H * D;
+  ContiguousKvCache cache(n_layer, kv_dim, std::vector<int>(batch, ctx));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> k(kv_dim), v(kv_dim);
+  for (int s = 0; s < batch; ++s)
+    for (int layer = 0; layer < n_layer; ++layer)
+      for (int pos = 0; pos < ctx; ++pos) {
+        for (int i = 0; i < kv_dim; ++i) k[i] = normal(rng), v[i] = normal(rng);
+        cache.write_row(s, layer, pos, k.data(), v.data());
+      }
+  std::vector<AttentionRow> rows;
+  for (int s = 0; s < batch; ++s) rows.push_back({s, ctx - 1});
+  std::vector<float> q(static_cast<size_t>(batch) * kv_dim), out(q.size());
+  for (float& x : q) x = normal(rng);
+  const Parallel par{2};
+  std::vector<float> scratch(static_cast<size_t>(par.n_threads) * ctx * H);
+  const AttentionShape shape{H, H, D};
+  for (auto _ : state) {
+    for (int layer = 0; layer < n_layer; ++layer)
+      attend_rows(out.data(), kv_dim, q.data(), kv_dim, rows, layer, cache, shape, scratch.data(),
+                  static_cast<size_t>(ctx) * H, par);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["kv_GBps"] =
+      benchmark::Counter(2.0 * n_layer * batch * ctx * kv_dim * 4 * state.iterations() / 1e9,
+                         benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_AttendRowsFromMemory)
+    ->Args({900, 1})
+    ->Args({128, 1})
+    ->Args({900, 8})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 void BM_Limits_ReadBandwidth(benchmark::State& state) {
   for (auto _ : state) {

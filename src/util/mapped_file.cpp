@@ -55,6 +55,7 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     size_ = other.size_;
     path_ = std::move(other.path_);
     owned_ = std::move(other.owned_);
+    owned_huge_ = std::move(other.owned_huge_);
     other.data_ = nullptr;
     other.size_ = 0;
   }
@@ -63,18 +64,27 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 
 MappedFile MappedFile::from_bytes(std::vector<uint8_t> bytes, std::string name) {
   MappedFile file;
-  file.owned_ = std::move(bytes);
-  file.data_ = file.owned_.data();
-  file.size_ = file.owned_.size();
+  if (bytes.size() >= kMinHugeFile && huge_pages_wanted()) {
+    file.owned_huge_ = HugePageBuffer(bytes.size());
+    std::memcpy(file.owned_huge_.data(), bytes.data(), bytes.size());
+    file.data_ = reinterpret_cast<const uint8_t*>(file.owned_huge_.data());
+    file.size_ = bytes.size();
+  } else {
+    file.owned_ = std::move(bytes);
+    file.data_ = file.owned_.data();
+    file.size_ = file.owned_.size();
+  }
   file.path_ = std::move(name);
   return file;
 }
 
 void MappedFile::release() {
-  if (data_ != nullptr && size_ > 0 && owned_.empty()) munmap(const_cast<uint8_t*>(data_), size_);
+  const bool mapped = owned_.empty() && owned_huge_.data() == nullptr;
+  if (data_ != nullptr && size_ > 0 && mapped) munmap(const_cast<uint8_t*>(data_), size_);
   data_ = nullptr;
   size_ = 0;
   owned_.clear();
+  owned_huge_ = HugePageBuffer();
 }
 
 Result<MappedFile> MappedFile::open(const std::string& path) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kvlm/status.h"
+#include "util/huge_pages.h"
 
 namespace kvlm {
 
@@ -22,7 +23,9 @@ class MappedFile {
 
   static Result<MappedFile> open(const std::string& path);
   // Holds bytes made in memory (a model built on the fly) behind the same interface;
-  // `name` stands in for the path in messages.
+  // `name` stands in for the path in messages. Bytes as large as a mapped file that gets huge
+  // pages are moved into a HugePageBuffer, so weights made in memory (the embedded bench
+  // model) stream as a mapped checkpoint's do.
   static MappedFile from_bytes(std::vector<uint8_t> bytes, std::string name);
 
   const uint8_t* data() const { return data_; }
@@ -34,7 +37,9 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   std::string path_;
-  std::vector<uint8_t> owned_;  // from_bytes only; otherwise data_ is an mmap
+  // from_bytes only (one of the two); otherwise data_ is an mmap
+  std::vector<uint8_t> owned_;
+  HugePageBuffer owned_huge_;
 };
 
 // Reads a whole (small) text file, e.g. config.json.
