@@ -292,11 +292,24 @@ HWY_INLINE float ExpAndSum(float* HWY_RESTRICT s, size_t n, float max_score) {
   return hn::GetLane(hn::SumOfLanes(df, sum));
 }
 
-// o[0, n_cols) = sum over positions p in order of w[p] * v_p[column, column + n_cols), one fma
-// chain per element starting at zero, in NV registers (n_cols <= NV * kN; kPartial: the last
-// vector is n_cols % kN wide). q8_0 with no vector straddling a block (column a multiple of kN):
-// the chain's term is (w[p] * block scale, one fp32 rounding) times the raw int8 value, so a value
-// costs a widen and an fma instead of a widen, a multiply and an fma.
+constexpr size_t kChunk = kAttentionChunk;
+static_assert(kChunk % kN == 0, "a chunk is a whole number of vectors on every target");
+
+// The softmax denominator over n positions: ExpAndSum of each chunk of kChunk positions, the
+// chunks' sums added in order from zero (what attention_combine_chunks does with a split row's).
+HWY_INLINE float ExpAndSumChunks(float* HWY_RESTRICT s, size_t n, float max_score) {
+  float sum = 0.0f;
+  for (size_t c = 0; c < n; c += kChunk) sum += ExpAndSum(s + c, std::min(kChunk, n - c), max_score);
+  return sum;
+}
+
+// o[0, n_cols) = sum over the chunks of kChunk positions, in order from zero, of each chunk's
+// sum over its positions p in order of w[p] * v_p[column, column + n_cols): per element one fma
+// chain from zero per chunk, in NV registers (n_cols <= NV * kN; kPartial: the last vector is
+// n_cols % kN wide), added to the running total (on the stack) as the chunk ends. q8_0 with no
+// vector straddling a block (column a multiple of kN): the chain's term is (w[p] * block scale,
+// one fp32 rounding) times the raw int8 value, so a value costs a widen and an fma instead of a
+// widen, a multiply and an fma.
 template <int NV, bool kPartial, class R>
 HWY_INLINE void WeightedValues(float* HWY_RESTRICT o, const KvRun* runs, size_t n_runs,
                                size_t row_bytes, size_t column, const float* HWY_RESTRICT w,
@@ -304,6 +317,15 @@ HWY_INLINE void WeightedValues(float* HWY_RESTRICT o, const KvRun* runs, size_t 
   const DF df;
   VF acc[NV];
   for (int v = 0; v < NV; ++v) acc[v] = hn::Zero(df);
+  HWY_ALIGN float total[NV * kN] = {};
+  size_t in_chunk = 0;  // positions of the current chunk done
+  auto end_chunk = [&]() HWY_ATTR {
+    for (int v = 0; v < NV; ++v) {
+      hn::Store(hn::Add(hn::Load(df, total + v * kN), acc[v]), df, total + v * kN);
+      acc[v] = hn::Zero(df);
+    }
+    in_chunk = 0;
+  };
   const size_t tail = n_cols - (NV - 1) * kN;
   for (size_t r = 0; r < n_runs; ++r) {
     const std::byte* row = runs[r].v;
@@ -311,6 +333,7 @@ HWY_INLINE void WeightedValues(float* HWY_RESTRICT o, const KvRun* runs, size_t 
     for (int j = 0; j < n; ++j, row += row_bytes, ++w) {
       if (j + kPrefetchAhead < n)
         PrefetchRow(rd.At(row + kPrefetchAhead * row_bytes, column), n_cols * R::kBytes);
+      bool done = false;
       if constexpr (R::kBlockScaled && !kPartial) {
         if (column % kN == 0) {  // no vector straddles a block
           size_t block = ~size_t{0};
@@ -323,23 +346,27 @@ HWY_INLINE void WeightedValues(float* HWY_RESTRICT o, const KvRun* runs, size_t 
             }
             acc[v] = hn::MulAdd(ws, rd.LoadRaw(row, c), acc[v]);
           }
-          continue;
+          done = true;
         }
       }
-      const VF vw = hn::Set(df, *w);
-      auto values = rd.Row(row);
-      for (int v = 0; v < NV; ++v) {
-        const VF x = kPartial && v == NV - 1 ? values.LoadN(column + v * kN, tail)
-                                             : values.Load(column + v * kN);
-        acc[v] = hn::MulAdd(vw, x, acc[v]);
+      if (!done) {
+        const VF vw = hn::Set(df, *w);
+        auto values = rd.Row(row);
+        for (int v = 0; v < NV; ++v) {
+          const VF x = kPartial && v == NV - 1 ? values.LoadN(column + v * kN, tail)
+                                               : values.Load(column + v * kN);
+          acc[v] = hn::MulAdd(vw, x, acc[v]);
+        }
       }
+      if (++in_chunk == kChunk) end_chunk();
     }
   }
+  if (in_chunk > 0) end_chunk();
   for (int v = 0; v < NV; ++v) {
     if (kPartial && v == NV - 1) {
-      StorePartial(acc[v], df, o + v * kN, tail);
+      StorePartial(hn::Load(df, total + v * kN), df, o + v * kN, tail);
     } else {
-      hn::StoreU(acc[v], df, o + v * kN);
+      hn::StoreU(hn::Load(df, total + v * kN), df, o + v * kN);
     }
   }
 }
@@ -419,7 +446,7 @@ void AttendHead(float* HWY_RESTRICT oh, const float* HWY_RESTRICT qh, const KvRu
     }
   }
   if (n_group > 0) score_group();
-  const float sum = ExpAndSum(scratch, p, max_score);
+  const float sum = ExpAndSumChunks(scratch, p, max_score);
   // Weighted sum of values, positions in order.
   WeightedValuesHead(oh, runs, n_runs, row_bytes, kv_offset, scratch, D, rv);
   const VF inv_sum = hn::Set(df, 1.0f / sum);
@@ -437,7 +464,7 @@ void AttendHead(float* HWY_RESTRICT oh, const float* HWY_RESTRICT qh, const KvRu
 // fma chain from zero in position order (kept in `out` between positions: the same chain), then
 // the same multiply by 1 / sum. So every head gets AttendHead's bits. Readers with no per-head
 // state and whose Load is their value's bits (f32, f16, bf16), D a whole number of vectors.
-// scratch holds (h1 - h0) x P floats.
+// scratch holds (h1 - h0) x (P + D) floats.
 template <class R>
 void AttendHeadsTogether(float* HWY_RESTRICT out, const float* HWY_RESTRICT q, const KvRun* runs,
                          size_t n_runs, size_t row_bytes, int h0, int h1, int group, size_t D,
@@ -484,25 +511,40 @@ void AttendHeadsTogether(float* HWY_RESTRICT out, const float* HWY_RESTRICT q, c
       }
     }
     if (n_group > 0) score_group();
-    for (int h = 0; h < nh; ++h) sum[h] = ExpAndSum(scratch + h * n_pos, n_pos, max_score[h]);
-    // Weighted sums of values, positions in order, each element's chain kept in out.
+    for (int h = 0; h < nh; ++h)
+      sum[h] = ExpAndSumChunks(scratch + h * n_pos, n_pos, max_score[h]);
+    // Weighted sums of values, positions in order: each element's chain of a chunk kept in
+    // `chunk` (after the scores in scratch), added to its total in out as the chunk ends.
+    float* HWY_RESTRICT chunk = scratch + static_cast<size_t>(nh) * n_pos;
     for (int h = hb; h < he; ++h)
       for (size_t d = 0; d < D; d += kN) hn::StoreU(hn::Zero(df), df, out + h * D + d);
+    for (size_t i = 0; i < nh * D; i += kN) hn::StoreU(hn::Zero(df), df, chunk + i);
+    auto end_chunk = [&]() HWY_ATTR {
+      for (int h = 0; h < nh; ++h) {
+        float* o = out + static_cast<size_t>(hb + h) * D;
+        for (size_t d = 0; d < D; d += kN) {
+          hn::StoreU(hn::Add(hn::LoadU(df, o + d), hn::LoadU(df, chunk + h * D + d)), df, o + d);
+          hn::StoreU(hn::Zero(df), df, chunk + h * D + d);
+        }
+      }
+    };
     p = 0;
     for (size_t r = 0; r < n_runs; ++r) {
       const std::byte* row = runs[r].v;
       const int n = runs[r].n_positions;
-      for (int j = 0; j < n; ++j, row += row_bytes, ++p) {
+      for (int j = 0; j < n; ++j, row += row_bytes) {
         if (j + kAhead < n) PrefetchRow(rd.At(row + kAhead * row_bytes, first_col), span_bytes);
         for (int h = 0; h < nh; ++h) {
           const VF w = hn::Set(df, scratch[h * n_pos + p]);
           const size_t column = static_cast<size_t>((hb + h) / group) * D;
-          float* o = out + static_cast<size_t>(hb + h) * D;
+          float* c = chunk + h * D;
           for (size_t d = 0; d < D; d += kN)
-            hn::StoreU(hn::MulAdd(w, rd.Load(row, column + d), hn::LoadU(df, o + d)), df, o + d);
+            hn::StoreU(hn::MulAdd(w, rd.Load(row, column + d), hn::LoadU(df, c + d)), df, c + d);
         }
+        if (++p % kChunk == 0) end_chunk();
       }
     }
+    if (p % kChunk != 0) end_chunk();
     for (int h = 0; h < nh; ++h) {
       const VF inv_sum = hn::Set(df, 1.0f / sum[h]);
       float* o = out + static_cast<size_t>(hb + h) * D;
@@ -583,6 +625,119 @@ void AttentionTogetherImpl(float* out, const float* q, const KvRun* runs, size_t
                 head_end);
 }
 
+// One row's decode split by positions (attention.h): every head at once over a part of the
+// positions, so each of a part's rows is read as one stretch (keys, then values) and the threads
+// read disjoint stretches of the cache. The arithmetic per (head, position) is AttendHead's.
+bool SplitSupportedImpl(KvDtype dtype, int head_dim) {
+  const bool type = dtype == KvDtype::f32 || dtype == KvDtype::f16 || dtype == KvDtype::bf16;
+  return type && head_dim % kN == 0;
+}
+
+// A whole row's prefetch distance: each is kv_dim values, many cache lines.
+constexpr int kSplitAhead = 8;
+
+template <class R>
+void ScoresPart(float* HWY_RESTRICT scores, size_t stride, float* HWY_RESTRICT max_out,
+                const float* HWY_RESTRICT q, const KvRun* runs, size_t n_runs, size_t row_bytes,
+                int n_head, int group, size_t D, const R& rd) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const size_t span_bytes = static_cast<size_t>(n_head / group) * D * R::kBytes;
+  for (int h = 0; h < n_head; ++h) max_out[h] = -INFINITY;
+  const std::byte* k_rows[4];
+  int n_group = 0;
+  size_t p = 0;
+  auto score_group = [&]() HWY_ATTR {
+    for (int j = n_group; j < 4; ++j) k_rows[j] = k_rows[n_group - 1];  // padding, discarded
+    for (int h = 0; h < n_head; ++h) {
+      float dots[4];
+      Dot4(dots, q + static_cast<size_t>(h) * D, k_rows, static_cast<size_t>(h / group) * D, D,
+           rd);
+      float* s = scores + h * stride + p;
+      for (int j = 0; j < n_group; ++j) {
+        s[j] = dots[j] * scale;
+        max_out[h] = std::max(max_out[h], s[j]);
+      }
+    }
+    p += n_group;
+    n_group = 0;
+  };
+  for (size_t r = 0; r < n_runs; ++r) {
+    const std::byte* k = runs[r].k;
+    const int n = runs[r].n_positions;
+    for (int j = 0; j < n; ++j) {
+      if (j + kSplitAhead < n) PrefetchRow(k + (j + kSplitAhead) * row_bytes, span_bytes);
+      k_rows[n_group++] = k + j * row_bytes;
+      if (n_group == 4) score_group();
+    }
+  }
+  if (n_group > 0) score_group();
+}
+
+template <class R>
+void ValuesPart(float* HWY_RESTRICT partial, float* HWY_RESTRICT sums, float* HWY_RESTRICT scores,
+                size_t stride, const float* HWY_RESTRICT max_score, const KvRun* runs,
+                size_t n_runs, size_t row_bytes, int n_head, int group, size_t D, const R& rd) {
+  const DF df;
+  size_t n_pos = 0;
+  for (size_t r = 0; r < n_runs; ++r) n_pos += runs[r].n_positions;
+  const size_t n_chunks = (n_pos + kChunk - 1) / kChunk;
+  const size_t span_bytes = static_cast<size_t>(n_head / group) * D * R::kBytes;
+  for (int h = 0; h < n_head; ++h)
+    for (size_t c = 0; c < n_chunks; ++c)
+      sums[c * n_head + h] = ExpAndSum(scores + h * stride + c * kChunk,
+                                       std::min(kChunk, n_pos - c * kChunk), max_score[h]);
+  for (size_t i = 0; i < n_chunks * n_head * D; i += kN) hn::StoreU(hn::Zero(df), df, partial + i);
+  size_t p = 0;
+  for (size_t r = 0; r < n_runs; ++r) {
+    const std::byte* row = runs[r].v;
+    const int n = runs[r].n_positions;
+    for (int j = 0; j < n; ++j, row += row_bytes, ++p) {
+      if (j + kSplitAhead < n) PrefetchRow(row + kSplitAhead * row_bytes, span_bytes);
+      float* chunk = partial + (p / kChunk) * n_head * D;
+      for (int h = 0; h < n_head; ++h) {
+        const VF w = hn::Set(df, scores[h * stride + p]);
+        const size_t column = static_cast<size_t>(h / group) * D;
+        float* o = chunk + h * D;
+        for (size_t d = 0; d < D; d += kN)
+          hn::StoreU(hn::MulAdd(w, rd.Load(row, column + d), hn::LoadU(df, o + d)), df, o + d);
+      }
+    }
+  }
+}
+
+#define KVLM_SPLIT_DISPATCH(CALL)                      \
+  switch (format.dtype) {                              \
+    case KvDtype::f32:                                 \
+      return CALL(F32Reader{});                        \
+    case KvDtype::f16:                                 \
+      return CALL(Half16Reader<hwy::float16_t>{});     \
+    case KvDtype::bf16:                                \
+      return CALL(Half16Reader<hwy::bfloat16_t>{});    \
+    default:                                           \
+      return;                                          \
+  }
+
+void ScoresPartImpl(float* scores, size_t stride, float* max_out, const float* q,
+                    const KvRun* runs, size_t n_runs, const KvRowFormat& format, int n_head,
+                    int n_kv_head, int head_dim) {
+#define KVLM_SCORES(READER)                                                                 \
+  ScoresPart(scores, stride, max_out, q, runs, n_runs, format.row_bytes, n_head,            \
+             n_head / n_kv_head, head_dim, READER)
+  KVLM_SPLIT_DISPATCH(KVLM_SCORES)
+#undef KVLM_SCORES
+}
+
+void ValuesPartImpl(float* partial, float* sums, float* scores, size_t stride,
+                    const float* max_score, const KvRun* runs, size_t n_runs,
+                    const KvRowFormat& format, int n_head, int n_kv_head, int head_dim) {
+#define KVLM_VALUES(READER)                                                                  \
+  ValuesPart(partial, sums, scores, stride, max_score, runs, n_runs, format.row_bytes, n_head, \
+             n_head / n_kv_head, head_dim, READER)
+  KVLM_SPLIT_DISPATCH(KVLM_VALUES)
+#undef KVLM_VALUES
+}
+#undef KVLM_SPLIT_DISPATCH
+
 }  // namespace HWY_NAMESPACE
 }  // namespace kvlm
 HWY_AFTER_NAMESPACE();
@@ -592,6 +747,44 @@ namespace kvlm {
 
 HWY_EXPORT(AttentionImpl);
 HWY_EXPORT(AttentionTogetherImpl);
+HWY_EXPORT(SplitSupportedImpl);
+HWY_EXPORT(ScoresPartImpl);
+HWY_EXPORT(ValuesPartImpl);
+
+bool attention_split_supported(const KvRowFormat& format, int head_dim) {
+  return HWY_DYNAMIC_DISPATCH(SplitSupportedImpl)(format.dtype, head_dim);
+}
+
+void attention_scores_part(float* scores, size_t stride, float* max_out, const float* q,
+                           std::span<const KvRun> runs, const KvRowFormat& format, int n_head,
+                           int n_kv_head, int head_dim) {
+  HWY_DYNAMIC_DISPATCH(ScoresPartImpl)
+  (scores, stride, max_out, q, runs.data(), runs.size(), format, n_head, n_kv_head, head_dim);
+}
+
+void attention_values_part(float* partial, float* chunk_sums, float* scores, size_t stride,
+                           const float* max_score, std::span<const KvRun> runs,
+                           const KvRowFormat& format, int n_head, int n_kv_head, int head_dim) {
+  HWY_DYNAMIC_DISPATCH(ValuesPartImpl)
+  (partial, chunk_sums, scores, stride, max_score, runs.data(), runs.size(), format, n_head,
+   n_kv_head, head_dim);
+}
+
+void attention_combine_chunks(float* out, const float* partial, const float* chunk_sums,
+                              int n_chunks, int n_head, int head_dim, int head_begin,
+                              int head_end) {
+  const size_t D = head_dim, H = n_head;
+  for (size_t h = std::max(head_begin, 0); h < static_cast<size_t>(std::min(head_end, n_head)); ++h) {
+    float sum = 0.0f;
+    for (int c = 0; c < n_chunks; ++c) sum += chunk_sums[c * H + h];
+    const float inv_sum = 1.0f / sum;
+    for (size_t d = 0; d < D; ++d) {
+      float o = 0.0f;
+      for (int c = 0; c < n_chunks; ++c) o += partial[(c * H + h) * D + d];
+      out[h * D + d] = o * inv_sum;
+    }
+  }
+}
 
 void attention_forward(float* out, const float* q, std::span<const KvRun> runs,
                        const KvRowFormat& format, float* scratch, int n_head, int n_kv_head,

@@ -53,7 +53,7 @@ TEST_P(AttendRowsTest, EveryRowMatchesAttentionAloneAtEveryThreadCount) {
   for (float& x : q) x = normal(rng);
 
   // Expected: each row alone, all heads in one call, windowed by hand.
-  std::vector<float> expected(rows.size() * q_dim), scratch(64);
+  std::vector<float> expected(rows.size() * q_dim), scratch(128);
   for (size_t r = 0; r < rows.size(); ++r) {
     std::vector<KvRun> runs;
     cache.runs(rows[r].seq, layer, rows[r].pos + 1, &runs);
@@ -90,7 +90,7 @@ TEST_P(AttendRowsTest, DecodeRowsOfManySequencesMatchAttentionAlone) {
   const Case c = GetParam();
   const int D = 16, n_layer = 2, layer = 0;
   const int kv_dim = c.n_kv_head * D, q_dim = c.n_head * D;
-  const std::vector<int> lengths = {9, 30, 1, 17, 24, 5, 12, 40, 3};
+  const std::vector<int> lengths = {9, 30, 1, 17, 24, 5, 12, 40, 3, 100, 65, 33};
   const int n_seq = static_cast<int>(lengths.size());
   ContiguousKvCache cache(n_layer, kv_dim, lengths);
   std::mt19937 rng(11);
@@ -110,7 +110,7 @@ TEST_P(AttendRowsTest, DecodeRowsOfManySequencesMatchAttentionAlone) {
   for (int s = n_seq - 1; s >= 0; --s) rows.push_back({s, lengths[s] - 1});  // any order
   std::vector<float> q(rows.size() * q_dim);
   for (float& x : q) x = normal(rng);
-  std::vector<float> expected(rows.size() * q_dim), scratch(64);
+  std::vector<float> expected(rows.size() * q_dim), scratch(128);
   for (size_t r = 0; r < rows.size(); ++r) {
     std::vector<KvRun> runs;
     cache.runs(rows[r].seq, layer, rows[r].pos + 1, &runs);
@@ -126,9 +126,9 @@ TEST_P(AttendRowsTest, DecodeRowsOfManySequencesMatchAttentionAlone) {
   const AttentionShape shape{c.n_head, c.n_kv_head, D, c.window};
   for (int threads : {1, 2, 3, 8})
     for (size_t batch : {size_t{1}, size_t{2}, size_t{5}, rows.size()}) {
-      std::vector<float> out(batch * q_dim, -1.0f), scratches(threads * 64);
+      std::vector<float> out(batch * q_dim, -1.0f), scratches(threads * 128);
       attend_rows(out.data(), q_dim, q.data(), q_dim, {rows.data(), batch}, layer, cache, shape,
-                  scratches.data(), 64, Parallel{threads});
+                  scratches.data(), 128, Parallel{threads});
       EXPECT_EQ(std::memcmp(out.data(), expected.data(), out.size() * sizeof(float)), 0)
           << "threads " << threads << " batch " << batch;
     }

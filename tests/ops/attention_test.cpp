@@ -160,6 +160,76 @@ TEST(AttentionTest, HeadRangesGiveTheSameBitsAndTouchOnlyTheirHeads) {
   });
 }
 
+// A row split by positions into parts of whole chunks (attention_scores_part, _values_part,
+// _combine_chunks: the decode path of rows fewer than the threads) gives the bits of the row
+// computed alone, for every stored type it takes, part count, head grouping and split of each
+// part's positions into runs, on every target; positions around the chunk boundaries.
+TEST(AttentionTest, RowSplitIntoPartsOfWholeChunksGivesTheBitsOfTheRowAlone) {
+  std::mt19937 rng(31);
+  const int C = static_cast<int>(kAttentionChunk);
+  const Case cases[] = {{12, 12, 64, 900}, {8, 2, 32, 65}, {4, 1, 16, 1},
+                        {4, 4, 64, C},     {6, 3, 16, C + 1}, {2, 2, 128, 3 * C - 1}};
+  for_each_target([&](const SimdTarget& target) {
+    for (KvDtype dtype : kStoredTypes)
+      for (const Case& c : cases) {
+        SCOPED_TRACE(std::string(kv_dtype_name(dtype)) + " H " + std::to_string(c.n_head) + " G " +
+                     std::to_string(c.n_kv_head) + " D " + std::to_string(c.head_dim) + " P " +
+                     std::to_string(c.n_positions));
+        const Data d = make_data(c, 1, dtype, rng);
+        if (!attention_split_supported(d.format, c.head_dim)) {
+          EXPECT_TRUE(dtype == KvDtype::q8_0 || dtype == KvDtype::fp8) << target.name;
+          continue;
+        }
+        const float* q = d.q.data() + 1;
+        const int H = c.n_head, D = c.head_dim, P = c.n_positions;
+        const size_t n_out = static_cast<size_t>(H) * D;
+        std::vector<float> scratch(P), alone(n_out);
+        attention_forward(alone.data(), q, split(c, d, {}), d.format, scratch.data(), H,
+                          c.n_kv_head, D);
+        const int n_chunks = (P + C - 1) / C;
+        for (int n_parts : {1, 2, 3, 7}) {
+          std::vector<float> scores(static_cast<size_t>(H) * P), maxima(n_parts * H);
+          std::vector<float> partial(n_chunks * n_out, -7.0f), sums(n_chunks * H, -7.0f);
+          std::vector<float> row_max(H, -INFINITY);
+          // Each part's runs, cut once more inside (a paged cache's blocks).
+          auto part_runs = [&](int c0, int c1) {
+            const int begin = c0 * C, end = std::min(c1 * C, P);
+            std::vector<KvRun> all = split(c, d, {begin, begin + (end - begin) / 2, end});
+            std::vector<KvRun> runs;
+            int at = 0;
+            for (const KvRun& run : all) {
+              if (at >= begin && at < end) runs.push_back(run);
+              at += run.n_positions;
+            }
+            return runs;
+          };
+          for (int k = 0; k < n_parts; ++k) {
+            const int c0 = n_chunks * k / n_parts, c1 = n_chunks * (k + 1) / n_parts;
+            std::fill(maxima.begin() + k * H, maxima.begin() + (k + 1) * H, -INFINITY);
+            if (c0 == c1) continue;
+            attention_scores_part(scores.data() + c0 * C, P, maxima.data() + k * H, q,
+                                  part_runs(c0, c1), d.format, H, c.n_kv_head, D);
+          }
+          for (int k = 0; k < n_parts; ++k)
+            for (int h = 0; h < H; ++h) row_max[h] = std::max(row_max[h], maxima[k * H + h]);
+          for (int k = n_parts - 1; k >= 0; --k) {  // any order
+            const int c0 = n_chunks * k / n_parts, c1 = n_chunks * (k + 1) / n_parts;
+            if (c0 == c1) continue;
+            attention_values_part(partial.data() + c0 * n_out, sums.data() + c0 * H,
+                                  scores.data() + c0 * C, P, row_max.data(), part_runs(c0, c1),
+                                  d.format, H, c.n_kv_head, D);
+          }
+          std::vector<float> got(n_out);
+          for (int h = 0; h < H; h += 3)  // in ranges of heads
+            attention_combine_chunks(got.data(), partial.data(), sums.data(), n_chunks, H, D, h,
+                                     h + 3);
+          ASSERT_EQ(std::memcmp(got.data(), alone.data(), n_out * sizeof(float)), 0)
+              << target.name << ", " << n_parts << " parts";
+        }
+      }
+  });
+}
+
 // Heads computed together in one pass over the positions (attention_heads_together_forward, the
 // batched-decode path) give the bits of the head-by-head call for every stored type (those it
 // does not take fall back to head by head), head width, grouping of query heads, head range and
@@ -177,7 +247,7 @@ TEST(AttentionTest, HeadsTogetherGiveTheBitsOfHeadByHead) {
         const Data d = make_data(c, 1, dtype, rng);
         const float* q = d.q.data() + 1;
         const size_t n_out = static_cast<size_t>(c.n_head) * c.head_dim;
-        std::vector<float> scratch(c.n_positions * c.n_head), all(n_out);
+        std::vector<float> scratch((c.n_positions + c.head_dim) * c.n_head), all(n_out);
         attention_forward(all.data(), q, split(c, d, {}), d.format, scratch.data(), c.n_head,
                           c.n_kv_head, c.head_dim);
         const int group = c.n_head / c.n_kv_head;
