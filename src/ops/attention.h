@@ -2,8 +2,9 @@
 //
 // The cache may hold a sequence's positions in one contiguous run (contiguous cache) or in
 // several runs (one per block of a paged cache); the kernel walks the runs in position order,
-// and its reduction over positions is sequential, so how the positions are split into runs
-// never changes a bit of the result. Prefill and decode call the same function, which is why
+// and its reduction over positions is fixed by the positions alone (chunks of kAttentionChunk,
+// below), so how the positions are split into runs, or a row's chunks over threads, never
+// changes a bit of the result. Prefill and decode compute the same function, which is why
 // cached and uncached logits are identical.
 //
 // Dimension letters: H = n_head query heads, G = n_kv_head key/value heads (each serves
@@ -33,7 +34,7 @@ inline KvRun f32_run(const float* k, const float* v, int n_positions) {
 // out [H * D] = softmax(q k^T / sqrt(D)) v for every head, over all positions of `runs`, whose
 // rows are stored as `format` says and are widened to fp32 in registers (each value to the bits
 // kv_decode_value gives). scratch must hold P floats. Heads are independent; positions are
-// reduced in order. SIMD, dispatched at run time.
+// reduced in chunks of kAttentionChunk, in order. SIMD, dispatched at run time.
 void attention_forward(float* out, const float* q, std::span<const KvRun> runs,
                        const KvRowFormat& format, float* scratch, int n_head, int n_kv_head,
                        int head_dim);
