@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <utility>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "model/decoder_model.h"  // ensure_size
@@ -153,8 +153,8 @@ void attend_decode_rows(float* out, size_t out_stride, const float* q, size_t q_
       if (shape.sliding_window > 0 && n_positions > shape.sliding_window)
         drop_leading_positions(runs, n_positions - shape.sliding_window, format.row_bytes);
       attention_heads_together_forward(out + r * out_stride, q + r * q_stride, runs, format,
-                                       scores.data(), shape.n_head, shape.n_kv_head,
-                                       shape.head_dim, head_begin, head_end);
+                                       scores.data(), shape.n_head, shape.n_kv_head, shape.head_dim,
+                                       head_begin, head_end);
     }
   }
 }
@@ -239,21 +239,22 @@ void attend_decode_split(float* out, size_t out_stride, const float* q, size_t q
       for (int h = 0; h < H; ++h) {  // the largest score of the whole row: exact in any order
         row_max[h] = -INFINITY;
         for (int j = 0; j < n_parts; ++j)
-          row_max[h] = std::max(row_max[h], max_data[(static_cast<size_t>(r) * n_parts + j) * H + h]);
+          row_max[h] =
+              std::max(row_max[h], max_data[(static_cast<size_t>(r) * n_parts + j) * H + h]);
       }
       part_runs(r, c0, c1);
       attention_values_part(partial_data + plans[r].partial + static_cast<size_t>(c0) * H * D,
                             sums_data + plans[r].sums + static_cast<size_t>(c0) * H,
                             scores_data + plans[r].scores + static_cast<size_t>(c0) * C,
-                            plans[r].n_positions, row_max.data(), runs, format, H,
-                            shape.n_kv_head, D);
+                            plans[r].n_positions, row_max.data(), runs, format, H, shape.n_kv_head,
+                            D);
     }
 #pragma omp for schedule(static)
     for (int task = 0; task < n_tasks; ++task) {  // each part combines a share of the heads
       const int r = task / n_parts, k = task % n_parts;
       attention_combine_chunks(out + r * out_stride, partial_data + plans[r].partial,
-                               sums_data + plans[r].sums, plans[r].n_chunks, H, D,
-                               H * k / n_parts, H * (k + 1) / n_parts);
+                               sums_data + plans[r].sums, plans[r].n_chunks, H, D, H * k / n_parts,
+                               H * (k + 1) / n_parts);
     }
   }
 }

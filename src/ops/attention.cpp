@@ -5,13 +5,14 @@
 // vectorised exp, then the weighted sum of values as one fma chain per element in position order.
 // Every step depends only on the positions attended, never on how the cache splits them into runs
 // or on which other rows are being computed, so prefill and decode give the same bits.
-#include "ops/prefetch.h"
 #include "ops/attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
+
+#include "ops/prefetch.h"
 
 // Highway: simd_targets.h before any hwy header, then foreach_target.h re-includes this
 // file once per target (HWY_TARGET_INCLUDE).
@@ -299,7 +300,8 @@ static_assert(kChunk % kN == 0, "a chunk is a whole number of vectors on every t
 // chunks' sums added in order from zero (what attention_combine_chunks does with a split row's).
 HWY_INLINE float ExpAndSumChunks(float* HWY_RESTRICT s, size_t n, float max_score) {
   float sum = 0.0f;
-  for (size_t c = 0; c < n; c += kChunk) sum += ExpAndSum(s + c, std::min(kChunk, n - c), max_score);
+  for (size_t c = 0; c < n; c += kChunk)
+    sum += ExpAndSum(s + c, std::min(kChunk, n - c), max_score);
   return sum;
 }
 
@@ -455,6 +457,47 @@ void AttendHead(float* HWY_RESTRICT oh, const float* HWY_RESTRICT qh, const KvRu
   if (d < D) StorePartial(hn::Mul(LoadWeightsN(df, oh + d, D - d), inv_sum), df, oh + d, D - d);
 }
 
+// Scores q.k / sqrt(D) of query heads [h0, h0 + nh) over every position of `runs` in one pass:
+// scores[h * stride + p] (h counted from h0) and each head's largest in max_out[h]. Per head and
+// group of four positions, AttendHead's Dot4: its bits. Each position's row is prefetched
+// `ahead` positions early over [first_col, first_col + span_bytes), the stretch the heads read.
+template <class R>
+HWY_INLINE void ScoreHeadsTogether(float* HWY_RESTRICT scores, size_t stride,
+                                   float* HWY_RESTRICT max_out, const float* HWY_RESTRICT q,
+                                   const KvRun* runs, size_t n_runs, size_t row_bytes, int h0,
+                                   int nh, int group, size_t D, float scale, size_t first_col,
+                                   size_t span_bytes, int ahead, const R& rd) {
+  for (int h = 0; h < nh; ++h) max_out[h] = -INFINITY;
+  const std::byte* k_rows[4];
+  int n_group = 0;
+  size_t p = 0;
+  auto score_group = [&]() HWY_ATTR {
+    for (int j = n_group; j < 4; ++j) k_rows[j] = k_rows[n_group - 1];  // padding, discarded
+    for (int h = 0; h < nh; ++h) {
+      float dots[4];
+      Dot4(dots, q + static_cast<size_t>(h0 + h) * D, k_rows,
+           static_cast<size_t>((h0 + h) / group) * D, D, rd);
+      float* s = scores + h * stride + p;
+      for (int j = 0; j < n_group; ++j) {
+        s[j] = dots[j] * scale;
+        max_out[h] = std::max(max_out[h], s[j]);
+      }
+    }
+    p += n_group;
+    n_group = 0;
+  };
+  for (size_t r = 0; r < n_runs; ++r) {
+    const std::byte* k = runs[r].k;
+    const int n = runs[r].n_positions;
+    for (int j = 0; j < n; ++j) {
+      if (j + ahead < n) PrefetchRow(rd.At(k + (j + ahead) * row_bytes, first_col), span_bytes);
+      k_rows[n_group++] = k + j * row_bytes;
+      if (n_group == 4) score_group();
+    }
+  }
+  if (n_group > 0) score_group();
+}
+
 // Query heads [h0, h1) of one row in one pass over the positions per phase: each position's
 // keys (then values) for all those heads are one contiguous stretch of its row, read once, where
 // AttendHead reads a head's few cache lines of every row and then comes back for the next head's
@@ -482,37 +525,9 @@ void AttendHeadsTogether(float* HWY_RESTRICT out, const float* HWY_RESTRICT q, c
   for (int hb = h0; hb < h1; hb += kMaxHeads) {
     const int he = std::min(h1, hb + kMaxHeads), nh = he - hb;
     float max_score[kMaxHeads], sum[kMaxHeads];
-    for (int h = 0; h < nh; ++h) max_score[h] = -INFINITY;
-    const std::byte* k_rows[4];
-    int n_group = 0;
-    size_t p = 0;
-    auto score_group = [&]() HWY_ATTR {
-      for (int j = n_group; j < 4; ++j) k_rows[j] = k_rows[n_group - 1];  // padding, discarded
-      for (int h = 0; h < nh; ++h) {
-        float dots[4];
-        Dot4(dots, q + static_cast<size_t>(hb + h) * D, k_rows,
-             static_cast<size_t>((hb + h) / group) * D, D, rd);
-        float* s = scratch + h * n_pos + p;
-        for (int j = 0; j < n_group; ++j) {
-          s[j] = dots[j] * scale;
-          max_score[h] = std::max(max_score[h], s[j]);
-        }
-      }
-      p += n_group;
-      n_group = 0;
-    };
-    for (size_t r = 0; r < n_runs; ++r) {
-      const std::byte* k = runs[r].k;
-      const int n = runs[r].n_positions;
-      for (int j = 0; j < n; ++j) {
-        if (j + kAhead < n) PrefetchRow(rd.At(k + (j + kAhead) * row_bytes, first_col), span_bytes);
-        k_rows[n_group++] = k + j * row_bytes;
-        if (n_group == 4) score_group();
-      }
-    }
-    if (n_group > 0) score_group();
-    for (int h = 0; h < nh; ++h)
-      sum[h] = ExpAndSumChunks(scratch + h * n_pos, n_pos, max_score[h]);
+    ScoreHeadsTogether(scratch, n_pos, max_score, q, runs, n_runs, row_bytes, hb, nh, group, D,
+                       scale, first_col, span_bytes, kAhead, rd);
+    for (int h = 0; h < nh; ++h) sum[h] = ExpAndSumChunks(scratch + h * n_pos, n_pos, max_score[h]);
     // Weighted sums of values, positions in order: each element's chain of a chunk kept in
     // `chunk` (after the scores in scratch), added to its total in out as the chunk ends.
     float* HWY_RESTRICT chunk = scratch + static_cast<size_t>(nh) * n_pos;
@@ -528,7 +543,7 @@ void AttendHeadsTogether(float* HWY_RESTRICT out, const float* HWY_RESTRICT q, c
         }
       }
     };
-    p = 0;
+    size_t p = 0;
     for (size_t r = 0; r < n_runs; ++r) {
       const std::byte* row = runs[r].v;
       const int n = runs[r].n_positions;
@@ -548,7 +563,8 @@ void AttendHeadsTogether(float* HWY_RESTRICT out, const float* HWY_RESTRICT q, c
     for (int h = 0; h < nh; ++h) {
       const VF inv_sum = hn::Set(df, 1.0f / sum[h]);
       float* o = out + static_cast<size_t>(hb + h) * D;
-      for (size_t d = 0; d < D; d += kN) hn::StoreU(hn::Mul(hn::LoadU(df, o + d), inv_sum), df, o + d);
+      for (size_t d = 0; d < D; d += kN)
+        hn::StoreU(hn::Mul(hn::LoadU(df, o + d), inv_sum), df, o + d);
     }
   }
 }
@@ -642,35 +658,8 @@ void ScoresPart(float* HWY_RESTRICT scores, size_t stride, float* HWY_RESTRICT m
                 int n_head, int group, size_t D, const R& rd) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const size_t span_bytes = static_cast<size_t>(n_head / group) * D * R::kBytes;
-  for (int h = 0; h < n_head; ++h) max_out[h] = -INFINITY;
-  const std::byte* k_rows[4];
-  int n_group = 0;
-  size_t p = 0;
-  auto score_group = [&]() HWY_ATTR {
-    for (int j = n_group; j < 4; ++j) k_rows[j] = k_rows[n_group - 1];  // padding, discarded
-    for (int h = 0; h < n_head; ++h) {
-      float dots[4];
-      Dot4(dots, q + static_cast<size_t>(h) * D, k_rows, static_cast<size_t>(h / group) * D, D,
-           rd);
-      float* s = scores + h * stride + p;
-      for (int j = 0; j < n_group; ++j) {
-        s[j] = dots[j] * scale;
-        max_out[h] = std::max(max_out[h], s[j]);
-      }
-    }
-    p += n_group;
-    n_group = 0;
-  };
-  for (size_t r = 0; r < n_runs; ++r) {
-    const std::byte* k = runs[r].k;
-    const int n = runs[r].n_positions;
-    for (int j = 0; j < n; ++j) {
-      if (j + kSplitAhead < n) PrefetchRow(k + (j + kSplitAhead) * row_bytes, span_bytes);
-      k_rows[n_group++] = k + j * row_bytes;
-      if (n_group == 4) score_group();
-    }
-  }
-  if (n_group > 0) score_group();
+  ScoreHeadsTogether(scores, stride, max_out, q, runs, n_runs, row_bytes, 0, n_head, group, D,
+                     scale, 0, span_bytes, kSplitAhead, rd);
 }
 
 template <class R>
@@ -705,23 +694,23 @@ void ValuesPart(float* HWY_RESTRICT partial, float* HWY_RESTRICT sums, float* HW
   }
 }
 
-#define KVLM_SPLIT_DISPATCH(CALL)                      \
-  switch (format.dtype) {                              \
-    case KvDtype::f32:                                 \
-      return CALL(F32Reader{});                        \
-    case KvDtype::f16:                                 \
-      return CALL(Half16Reader<hwy::float16_t>{});     \
-    case KvDtype::bf16:                                \
-      return CALL(Half16Reader<hwy::bfloat16_t>{});    \
-    default:                                           \
-      return;                                          \
+#define KVLM_SPLIT_DISPATCH(CALL)                   \
+  switch (format.dtype) {                           \
+    case KvDtype::f32:                              \
+      return CALL(F32Reader{});                     \
+    case KvDtype::f16:                              \
+      return CALL(Half16Reader<hwy::float16_t>{});  \
+    case KvDtype::bf16:                             \
+      return CALL(Half16Reader<hwy::bfloat16_t>{}); \
+    default:                                        \
+      return;                                       \
   }
 
-void ScoresPartImpl(float* scores, size_t stride, float* max_out, const float* q,
-                    const KvRun* runs, size_t n_runs, const KvRowFormat& format, int n_head,
-                    int n_kv_head, int head_dim) {
-#define KVLM_SCORES(READER)                                                                 \
-  ScoresPart(scores, stride, max_out, q, runs, n_runs, format.row_bytes, n_head,            \
+void ScoresPartImpl(float* scores, size_t stride, float* max_out, const float* q, const KvRun* runs,
+                    size_t n_runs, const KvRowFormat& format, int n_head, int n_kv_head,
+                    int head_dim) {
+#define KVLM_SCORES(READER)                                                      \
+  ScoresPart(scores, stride, max_out, q, runs, n_runs, format.row_bytes, n_head, \
              n_head / n_kv_head, head_dim, READER)
   KVLM_SPLIT_DISPATCH(KVLM_SCORES)
 #undef KVLM_SCORES
@@ -730,7 +719,7 @@ void ScoresPartImpl(float* scores, size_t stride, float* max_out, const float* q
 void ValuesPartImpl(float* partial, float* sums, float* scores, size_t stride,
                     const float* max_score, const KvRun* runs, size_t n_runs,
                     const KvRowFormat& format, int n_head, int n_kv_head, int head_dim) {
-#define KVLM_VALUES(READER)                                                                  \
+#define KVLM_VALUES(READER)                                                                    \
   ValuesPart(partial, sums, scores, stride, max_score, runs, n_runs, format.row_bytes, n_head, \
              n_head / n_kv_head, head_dim, READER)
   KVLM_SPLIT_DISPATCH(KVLM_VALUES)
@@ -774,7 +763,8 @@ void attention_combine_chunks(float* out, const float* partial, const float* chu
                               int n_chunks, int n_head, int head_dim, int head_begin,
                               int head_end) {
   const size_t D = head_dim, H = n_head;
-  for (size_t h = std::max(head_begin, 0); h < static_cast<size_t>(std::min(head_end, n_head)); ++h) {
+  for (size_t h = std::max(head_begin, 0); h < static_cast<size_t>(std::min(head_end, n_head));
+       ++h) {
     float sum = 0.0f;
     for (int c = 0; c < n_chunks; ++c) sum += chunk_sums[c * H + h];
     const float inv_sum = 1.0f / sum;

@@ -83,8 +83,7 @@ void attention_values_part(float* partial, float* chunk_sums, float* scores, siz
 // 3. out[h * D + d] = (partials summed over the row's chunks in order) / (chunk sums likewise),
 // for heads [head_begin, head_end) (out points at head 0).
 void attention_combine_chunks(float* out, const float* partial, const float* chunk_sums,
-                              int n_chunks, int n_head, int head_dim, int head_begin,
-                              int head_end);
+                              int n_chunks, int n_head, int head_dim, int head_begin, int head_end);
 
 // Scalar reference (double precision over kv_decode_value's values), to check the fast kernel
 // against.

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ops/for_each_target.h"
@@ -76,6 +77,13 @@ std::vector<KvRun> split(const Case& c, const Data& d, const std::vector<int>& c
   return runs;
 }
 
+// "f16 H 4 G 2 D 64 P 9": which case a failure is in.
+std::string case_label(KvDtype dtype, const Case& c) {
+  return std::string(kv_dtype_name(dtype)) + " H " + std::to_string(c.n_head) + " G " +
+         std::to_string(c.n_kv_head) + " D " + std::to_string(c.head_dim) + " P " +
+         std::to_string(c.n_positions);
+}
+
 const KvDtype kStoredTypes[] = {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::q8_0,
                                 KvDtype::fp8};
 
@@ -92,9 +100,7 @@ TEST(AttentionTest, MatchesTheReferenceAndIgnoresHowPositionsAreSplit) {
   for_each_target([&](const SimdTarget&) {
     for (KvDtype dtype : kStoredTypes)
       for (const Case& c : cases) {
-        SCOPED_TRACE(std::string(kv_dtype_name(dtype)) + " H " + std::to_string(c.n_head) + " G " +
-                     std::to_string(c.n_kv_head) + " D " + std::to_string(c.head_dim) + " P " +
-                     std::to_string(c.n_positions));
+        SCOPED_TRACE(case_label(dtype, c));
         const int offset = (c.head_dim + c.n_positions) % 4;
         const Data d = make_data(c, offset, dtype, rng);
         const float* q = d.q.data() + offset;
@@ -167,14 +173,12 @@ TEST(AttentionTest, HeadRangesGiveTheSameBitsAndTouchOnlyTheirHeads) {
 TEST(AttentionTest, RowSplitIntoPartsOfWholeChunksGivesTheBitsOfTheRowAlone) {
   std::mt19937 rng(31);
   const int C = static_cast<int>(kAttentionChunk);
-  const Case cases[] = {{12, 12, 64, 900}, {8, 2, 32, 65}, {4, 1, 16, 1},
+  const Case cases[] = {{12, 12, 64, 900}, {8, 2, 32, 65},    {4, 1, 16, 1},
                         {4, 4, 64, C},     {6, 3, 16, C + 1}, {2, 2, 128, 3 * C - 1}};
   for_each_target([&](const SimdTarget& target) {
     for (KvDtype dtype : kStoredTypes)
       for (const Case& c : cases) {
-        SCOPED_TRACE(std::string(kv_dtype_name(dtype)) + " H " + std::to_string(c.n_head) + " G " +
-                     std::to_string(c.n_kv_head) + " D " + std::to_string(c.head_dim) + " P " +
-                     std::to_string(c.n_positions));
+        SCOPED_TRACE(case_label(dtype, c));
         const Data d = make_data(c, 1, dtype, rng);
         if (!attention_split_supported(d.format, c.head_dim)) {
           EXPECT_TRUE(dtype == KvDtype::q8_0 || dtype == KvDtype::fp8) << target.name;
@@ -236,14 +240,12 @@ TEST(AttentionTest, RowSplitIntoPartsOfWholeChunksGivesTheBitsOfTheRowAlone) {
 // split of the positions into runs, on every target; a range writes only its own heads.
 TEST(AttentionTest, HeadsTogetherGiveTheBitsOfHeadByHead) {
   std::mt19937 rng(21);
-  const Case cases[] = {{6, 2, 16, 37}, {4, 4, 64, 9},  {8, 1, 32, 5},
+  const Case cases[] = {{6, 2, 16, 37},    {4, 4, 64, 9},  {8, 1, 32, 5},
                         {12, 12, 64, 130}, {3, 3, 20, 14}, {4, 2, 8, 1}};
   for_each_target([&](const SimdTarget&) {
     for (KvDtype dtype : kStoredTypes)
       for (const Case& c : cases) {
-        SCOPED_TRACE(std::string(kv_dtype_name(dtype)) + " H " + std::to_string(c.n_head) + " G " +
-                     std::to_string(c.n_kv_head) + " D " + std::to_string(c.head_dim) + " P " +
-                     std::to_string(c.n_positions));
+        SCOPED_TRACE(case_label(dtype, c));
         const Data d = make_data(c, 1, dtype, rng);
         const float* q = d.q.data() + 1;
         const size_t n_out = static_cast<size_t>(c.n_head) * c.head_dim;

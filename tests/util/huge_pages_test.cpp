@@ -18,7 +18,9 @@
 namespace kvlm {
 namespace {
 
-bool huge_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kHugePageBytes == 0; }
+bool huge_aligned(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % kHugePageBytes == 0;
+}
 
 TEST(HugePageBufferTest, LargeBufferIsZeroFilledOnAHugePageBoundary) {
   const size_t n = 5 * kHugePageBytes + 123;
