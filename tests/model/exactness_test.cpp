@@ -97,6 +97,25 @@ TEST_P(Exactness, ThreadCountInvariance) {
                            std::to_string(threads) + " threads vs 1");
 }
 
+// One sequence on more threads than rows: each decode row's positions are split over the
+// threads in whole chunks of attention's reduction (kAttentionChunk), where the prompt was
+// prefilled row by row. Models of 64 positions: a 34-token prompt and 28 new tokens, decode rows
+// of two chunks over 2 threads (a chunk each) and 3 (one part empty); of 32: one chunk. The
+// split takes f32/f16/bf16 caches whose heads are whole vectors: the 64-wide quantized specs on
+// every target (the tiny models' heads of 6 and 8 run head by head where vectors are 16 wide).
+TEST_P(Exactness, OneSequenceSplitOverThreadsEqualsUncached) {
+  const int n_ctx = model_->config().n_ctx;
+  const int n_prompt = n_ctx / 2 + 2, n_new = n_ctx - n_prompt - 2;
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < n_prompt; ++i) prompt.push_back((i * 7 + 3) % 40 + 1);
+  const Generation uncached = run({prompt}, n_new, /*cached=*/false, 1);
+  ASSERT_TRUE(uncached.status.is_ok()) << uncached.status.message();
+  ASSERT_EQ(uncached.logits.size(), static_cast<size_t>(n_new));
+  for (int threads : {2, 3})
+    test::expect_same_bits(run({prompt}, n_new, true, threads), uncached,
+                           std::to_string(threads) + " threads, cached, vs uncached");
+}
+
 // Splitting a prompt into prefill chunks (here 3 tokens at a time, on one thread, against one
 // pass on two) changes no bit: each position's computation is independent of how rows group.
 TEST_P(Exactness, ChunkedPrefillEqualsOnePass) {
