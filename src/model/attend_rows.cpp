@@ -11,6 +11,7 @@
 
 #include "model/decoder_model.h"  // ensure_size
 #include "ops/attention.h"
+#include "ops/attention_split.h"
 
 namespace kvlm {
 
@@ -159,6 +160,38 @@ void attend_decode_rows(float* out, size_t out_stride, const float* q, size_t q_
   }
 }
 
+// Where each split row's positions and its buffers' parts are.
+struct SplitRow {
+  int first = 0;  // first position attended (a sliding window drops older ones)
+  int n_positions = 0;
+  int n_chunks = 0;
+  size_t scores = 0, partial = 0, sums = 0;  // offsets into the buffers of attend_decode_split
+};
+struct SplitPlan {
+  std::vector<SplitRow> rows;
+  size_t n_scores = 0, n_partial = 0, n_sums = 0;  // floats each buffer holds
+};
+
+SplitPlan plan_split(std::span<const AttentionRow> rows, const AttentionShape& shape) {
+  const int C = static_cast<int>(kAttentionChunk), H = shape.n_head, D = shape.head_dim;
+  SplitPlan plan;
+  for (const AttentionRow& row : rows) {
+    SplitRow s;
+    const int all = row.pos + 1;
+    s.n_positions = shape.sliding_window > 0 ? std::min(all, shape.sliding_window) : all;
+    s.first = all - s.n_positions;
+    s.n_chunks = (s.n_positions + C - 1) / C;
+    s.scores = plan.n_scores;
+    s.partial = plan.n_partial;
+    s.sums = plan.n_sums;
+    plan.n_scores += static_cast<size_t>(H) * s.n_positions;
+    plan.n_partial += static_cast<size_t>(s.n_chunks) * H * D;
+    plan.n_sums += static_cast<size_t>(s.n_chunks) * H;
+    plan.rows.push_back(s);
+  }
+  return plan;
+}
+
 // Decode rows fewer than the threads: each row's positions split over the threads in whole
 // chunks (attention_scores_part, _values_part, _combine_chunks). A thread then reads a run of
 // whole rows of the cache, which the hardware streams at the bus's rate, where a head at a time
@@ -172,32 +205,13 @@ void attend_decode_split(float* out, size_t out_stride, const float* q, size_t q
   const int n_rows = static_cast<int>(rows.size()), H = shape.n_head, D = shape.head_dim;
   const int n_parts = (par.n_threads + n_rows - 1) / n_rows;
   const int C = static_cast<int>(kAttentionChunk);
-  struct RowPlan {
-    int first = 0;  // first position attended (a sliding window drops older ones)
-    int n_positions = 0;
-    int n_chunks = 0;
-    size_t scores = 0, partial = 0, sums = 0;  // offsets into the buffers below
-  };
-  std::vector<RowPlan> plans(n_rows);
-  size_t n_scores = 0, n_partial = 0, n_sums = 0;
-  for (int r = 0; r < n_rows; ++r) {
-    RowPlan& plan = plans[r];
-    const int all = rows[r].pos + 1;
-    plan.n_positions = shape.sliding_window > 0 ? std::min(all, shape.sliding_window) : all;
-    plan.first = all - plan.n_positions;
-    plan.n_chunks = (plan.n_positions + C - 1) / C;
-    plan.scores = n_scores;
-    plan.partial = n_partial;
-    plan.sums = n_sums;
-    n_scores += static_cast<size_t>(H) * plan.n_positions;
-    n_partial += static_cast<size_t>(plan.n_chunks) * H * D;
-    n_sums += static_cast<size_t>(plan.n_chunks) * H;
-  }
+  const SplitPlan plan = plan_split(rows, shape);
+  const std::vector<SplitRow>& plans = plan.rows;
   // Reused from layer to layer (the caller's thread owns them).
   thread_local std::vector<float> scores, partial, sums, part_max;
-  ensure_size(scores, n_scores);
-  ensure_size(partial, n_partial);
-  ensure_size(sums, n_sums);
+  ensure_size(scores, plan.n_scores);
+  ensure_size(partial, plan.n_partial);
+  ensure_size(sums, plan.n_sums);
   ensure_size(part_max, static_cast<size_t>(n_rows) * n_parts * H);
   // Part k of a row: chunks [n_chunks * k / n_parts, n_chunks * (k + 1) / n_parts).
   auto part_chunks = [&](int r, int k) {
@@ -214,10 +228,10 @@ void attend_decode_split(float* out, size_t out_stride, const float* q, size_t q
     std::vector<KvRun> runs;
     std::vector<float> row_max(H);
     auto part_runs = [&](int r, int c0, int c1) {
-      const RowPlan& plan = plans[r];
+      const SplitRow& row = plans[r];
       runs.clear();
-      cache.range_runs(rows[r].seq, layer, plan.first + c0 * C,
-                       plan.first + std::min(c1 * C, plan.n_positions), &runs);
+      cache.range_runs(rows[r].seq, layer, row.first + c0 * C,
+                       row.first + std::min(c1 * C, row.n_positions), &runs);
     };
 #pragma omp for schedule(static)
     for (int task = 0; task < n_tasks; ++task) {

@@ -60,30 +60,8 @@ void attention_heads_together_forward(float* out, const float* q, std::span<cons
 // output element's weighted sum of its values are summed from zero, then the chunks' sums are
 // added in order from zero. Fixed, so a row's bits never depend on how its positions are split
 // over runs or threads, only on the positions themselves: what lets a decode row be split by
-// positions over threads (below) and still match prefill bit for bit.
+// positions over threads (attention_split.h) and still match prefill bit for bit.
 inline constexpr size_t kAttentionChunk = 32;
-
-// One row's attention split by positions over threads, in three steps that give
-// attention_forward's bits. A part is a whole number of chunks from the first position (the
-// last may be short); all heads of the row at once, each of the part's cached rows read as one
-// stretch. Possible where attention_split_supported (f32, f16, bf16 rows, head_dim a whole
-// number of the target's vectors).
-bool attention_split_supported(const KvRowFormat& format, int head_dim);
-// 1. scores[h * stride + j] = q.k / sqrt(D) of head h and the part's j-th position, and
-// max_out[h] the largest of them.
-void attention_scores_part(float* scores, size_t stride, float* max_out, const float* q,
-                           std::span<const KvRun> runs, const KvRowFormat& format, int n_head,
-                           int n_kv_head, int head_dim);
-// 2. Given each head's largest score over the whole row: the part's scores become their
-// softmax terms exp(s - max), and for each chunk c of the part, chunk_sums[c * H + h] their sum
-// and partial[(c * H + h) * D + d] the weighted sum of its values from zero.
-void attention_values_part(float* partial, float* chunk_sums, float* scores, size_t stride,
-                           const float* max_score, std::span<const KvRun> runs,
-                           const KvRowFormat& format, int n_head, int n_kv_head, int head_dim);
-// 3. out[h * D + d] = (partials summed over the row's chunks in order) / (chunk sums likewise),
-// for heads [head_begin, head_end) (out points at head 0).
-void attention_combine_chunks(float* out, const float* partial, const float* chunk_sums,
-                              int n_chunks, int n_head, int head_dim, int head_begin, int head_end);
 
 // Scalar reference (double precision over kv_decode_value's values), to check the fast kernel
 // against.

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/attention_split.h"
 #include "ops/for_each_target.h"
 
 namespace kvlm {

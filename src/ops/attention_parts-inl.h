@@ -1,0 +1,349 @@
+// Per-target pieces shared by the attention kernels (attention.cpp: a head at a time and heads
+// together; attention_split.cpp: a row split by positions): the Readers that widen stored K/V
+// rows to fp32, the four-position dot products and their fixed lane sums, the chunked softmax
+// sums, and the all-heads score pass. Each kernel file includes this once per Highway target,
+// so every path computes a (head, position) with the same instructions in the same order.
+
+// Per-target include guard: this file is included once per Highway target.
+#if defined(KVLM_OPS_ATTENTION_PARTS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef KVLM_OPS_ATTENTION_PARTS_INL_H_
+#undef KVLM_OPS_ATTENTION_PARTS_INL_H_
+#else
+#define KVLM_OPS_ATTENTION_PARTS_INL_H_
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+#include "ops/attention.h"
+#include "ops/prefetch.h"
+#include "ops/simd_weights-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kvlm {
+namespace HWY_NAMESPACE {
+namespace {
+
+// Readers: a head's slice of stored rows as fp32 vectors. Load(row, c) widens the kN values at
+// columns [c, c + kN) of a row, LoadN the first n < kN of them (other lanes zero). Every value
+// gets the bits kv_decode_value gives it: widening is exact, and a scale is one multiply. (q8_0
+// slices a multiple of kN wide skip the per-value multiply: its block scale goes on the block's
+// partial dot product, or on the attention weight for V; see DotBlocks4 and WeightedValues.)
+// A reader bound to one row: Load(c) / LoadN(c, n) of that row. Readers whose values need no
+// per-row state use this; Q8Reader keeps the last block's scale in a register instead.
+template <class R>
+struct PlainRow {
+  const R& rd;
+  const std::byte* row;
+  HWY_INLINE VF Load(size_t c) const { return rd.Load(row, c); }
+  HWY_INLINE VF LoadN(size_t c, size_t n) const { return rd.LoadN(row, c, n); }
+};
+
+struct F32Reader {
+  HWY_INLINE VF Load(const std::byte* row, size_t c) const {
+    return hn::LoadU(DF(), reinterpret_cast<const float*>(row) + c);
+  }
+  HWY_INLINE VF LoadN(const std::byte* row, size_t c, size_t n) const {
+    return LoadWeightsN(DF(), reinterpret_cast<const float*>(row) + c, n);
+  }
+  HWY_INLINE const std::byte* At(const std::byte* row, size_t c) const { return row + 4 * c; }
+  static constexpr size_t kBytes = 4;
+  static constexpr bool kBlockScaled = false;
+  HWY_INLINE PlainRow<F32Reader> Row(const std::byte* row) const { return {*this, row}; }
+};
+
+template <typename T>  // hwy::float16_t or hwy::bfloat16_t
+struct Half16Reader {
+  HWY_INLINE VF Load(const std::byte* row, size_t c) const {
+    return LoadWeights(DF(), reinterpret_cast<const T*>(row) + c);
+  }
+  HWY_INLINE VF LoadN(const std::byte* row, size_t c, size_t n) const {
+    return LoadWeightsN(DF(), reinterpret_cast<const T*>(row) + c, n);
+  }
+  HWY_INLINE const std::byte* At(const std::byte* row, size_t c) const { return row + 2 * c; }
+  static constexpr size_t kBytes = 2;
+  static constexpr bool kBlockScaled = false;
+  HWY_INLINE PlainRow<Half16Reader> Row(const std::byte* row) const { return {*this, row}; }
+};
+
+// q8_0: int8 values, then one fp16 scale per 32 of them (ops/kv_format.h).
+struct Q8Reader {
+  size_t n_values;  // per row: where the scales start
+  HWY_INLINE float Scale(const std::byte* row, size_t block) const {
+    uint16_t h;
+    std::memcpy(&h, row + n_values + 2 * block, 2);
+    // Normal halves (every scale of a row with max |x| above 127 * 2^-14) widen by moving the
+    // exponent and mantissa fields: the same bits f16_to_f32 gives, without its call and branches.
+    const uint32_t exponent = h & 0x7c00u;
+    if (exponent == 0 || exponent == 0x7c00u) return f16_to_f32(h);
+    const uint32_t bits = (static_cast<uint32_t>(h & 0x8000u) << 16) |
+                          ((static_cast<uint32_t>(h & 0x7fffu) + 0x1c000u) << 13);
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  HWY_INLINE VF Load(const std::byte* row, size_t c) const {
+    const DF df;
+    const hn::Rebind<int32_t, DF> di;
+    const hn::Rebind<int8_t, DF> d8;
+    const VF x = hn::ConvertTo(
+        df, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(row) + c)));
+    const size_t first = c / kQ8BlockSize, last = (c + kN - 1) / kQ8BlockSize;
+    if (first == last) return hn::Mul(x, hn::Set(df, Scale(row, first)));
+    HWY_ALIGN float scales[kN];  // the vector straddles blocks: a scale per lane
+    for (size_t i = 0; i < kN; ++i) scales[i] = Scale(row, (c + i) / kQ8BlockSize);
+    return hn::Mul(x, hn::Load(df, scales));
+  }
+  HWY_INLINE VF LoadN(const std::byte* row, size_t c, size_t n) const {
+    HWY_ALIGN float buffer[kN] = {};
+    for (size_t i = 0; i < n; ++i)
+      buffer[i] = kv_decode_value(row, n_values, c + i, KvDtype::q8_0, 0.0f);
+    return hn::Load(DF(), buffer);
+  }
+  // The kN int8 values at [c, c + kN) widened, unscaled (exact).
+  HWY_INLINE VF LoadRaw(const std::byte* row, size_t c) const {
+    const DF df;
+    const hn::Rebind<int32_t, DF> di;
+    const hn::Rebind<int8_t, DF> d8;
+    return hn::ConvertTo(
+        df, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(row) + c)));
+  }
+  HWY_INLINE const std::byte* At(const std::byte* row, size_t c) const { return row + c; }
+  static constexpr size_t kBytes = 1;
+  // With no vector straddling a block (a head's slice a multiple of kN wide), Dot4 and
+  // WeightedValues apply a block's scale once per block (DotBlocks4, WeightedValues)
+  // instead of once per value.
+  static constexpr bool kBlockScaled = true;
+  // One row, its current block's scale kept in a register: a head's slice reads each scale once
+  // per block instead of once per vector.
+  struct RowReader {
+    const Q8Reader& rd;
+    const std::byte* row;
+    size_t block = ~size_t{0};
+    VF scale = hn::Zero(DF());
+    HWY_INLINE VF Load(size_t c) {
+      const size_t first = c / kQ8BlockSize, last = (c + kN - 1) / kQ8BlockSize;
+      if (first != last) return rd.Load(row, c);  // straddles two blocks: a scale per lane
+      if (first != block) {
+        block = first;
+        scale = hn::Set(DF(), rd.Scale(row, first));
+      }
+      const DF df;
+      const hn::Rebind<int32_t, DF> di;
+      const hn::Rebind<int8_t, DF> d8;
+      return hn::Mul(
+          hn::ConvertTo(df,
+                        hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(row) + c))),
+          scale);
+    }
+    HWY_INLINE VF LoadN(size_t c, size_t n) const { return rd.LoadN(row, c, n); }
+  };
+  HWY_INLINE RowReader Row(const std::byte* row) const { return {*this, row}; }
+};
+
+// fp8 e4m3 with one scale for the head: the 7 magnitude bits shifted to fp32's exponent/mantissa
+// boundary read as 2^-120 times the value (normal or subnormal); x 2^120 is exact, then x scale.
+struct Fp8Reader {
+  float scale;
+  HWY_INLINE VF Load(const std::byte* row, size_t c) const {
+    const DF df;
+    const hn::Rebind<uint32_t, DF> du;
+    const hn::Rebind<uint8_t, DF> d8;
+    const auto b = hn::PromoteTo(du, hn::LoadU(d8, reinterpret_cast<const uint8_t*>(row) + c));
+    const auto bits = hn::Or(hn::ShiftLeft<20>(hn::And(b, hn::Set(du, 0x7fu))),
+                             hn::ShiftLeft<24>(hn::And(b, hn::Set(du, 0x80u))));
+    const VF x = hn::Mul(hn::BitCast(df, bits), hn::Set(df, 0x1p120f));
+    return hn::Mul(x, hn::Set(df, scale));
+  }
+  HWY_INLINE VF LoadN(const std::byte* row, size_t c, size_t n) const {
+    HWY_ALIGN float buffer[kN] = {};
+    for (size_t i = 0; i < n; ++i) buffer[i] = kv_decode_value(row, 0, c + i, KvDtype::fp8, scale);
+    return hn::Load(DF(), buffer);
+  }
+  HWY_INLINE const std::byte* At(const std::byte* row, size_t c) const { return row + c; }
+  static constexpr size_t kBytes = 1;
+  static constexpr bool kBlockScaled = false;
+  HWY_INLINE PlainRow<Fp8Reader> Row(const std::byte* row) const { return {*this, row}; }
+};
+
+// The lane sums of four positions' chains a0..a3 into out[0..3] (Dot4's last step).
+HWY_INLINE void LaneSums4(float* HWY_RESTRICT out, VF a0, VF a1, VF a2, VF a3) {
+#if HWY_TARGET == HWY_SCALAR
+  // One lane: each chain is already its position's whole sum.
+  out[0] = hn::GetLane(a0);
+  out[1] = hn::GetLane(a1);
+  out[2] = hn::GetLane(a2);
+  out[3] = hn::GetLane(a3);
+#else
+  const DF df;
+  // Per block: [x0 + x2, y0 + y2, x1 + x3, y1 + y3] for positions x, y.
+  const VF p01 = hn::Add(hn::InterleaveLower(df, a0, a1), hn::InterleaveUpper(df, a0, a1));
+  const VF p23 = hn::Add(hn::InterleaveLower(df, a2, a3), hn::InterleaveUpper(df, a2, a3));
+  const hn::Repartition<uint64_t, DF> du64;
+  const auto b01 = hn::BitCast(du64, p01), b23 = hn::BitCast(du64, p23);
+  // Per block: the four positions' block sums.
+  const VF t = hn::Add(hn::BitCast(df, hn::InterleaveLower(du64, b01, b23)),
+                       hn::BitCast(df, hn::InterleaveUpper(du64, b01, b23)));
+  HWY_ALIGN float blocks[kN];
+  hn::Store(t, df, blocks);
+  const hn::Full128<float> d4;
+  auto sum = hn::Load(d4, blocks);
+  for (size_t b = 4; b < kN; b += 4) sum = hn::Add(sum, hn::Load(d4, blocks + b));
+  hn::StoreU(sum, d4, out);
+#endif
+}
+
+// Dot4 over q8_0 rows whose head slice [c0, c0 + D) has D a multiple of kN (so, 32 being a
+// multiple of kN, no vector straddles a block): per position, the slice's part of each q8_0
+// block, in order, is one fma chain over the raw int8 values starting at zero, and the running
+// sum takes it as a = fma(chain, block scale, a); then LaneSums4. Two vector operations per value
+// (widen, fma) where scaling each value costs three.
+template <class R>
+HWY_INLINE void DotBlocks4(float* HWY_RESTRICT out, const float* HWY_RESTRICT q,
+                           const std::byte* const* HWY_RESTRICT k, size_t c0, size_t D,
+                           const R& rd) {
+  const DF df;
+  VF a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t d = 0; d < D;) {
+    const size_t block = (c0 + d) / kQ8BlockSize;
+    const size_t end = std::min(D, (block + 1) * kQ8BlockSize - c0);
+    VF p0 = hn::Zero(df), p1 = p0, p2 = p0, p3 = p0;
+    for (; d < end; d += kN) {
+      const VF qv = hn::LoadU(df, q + d);
+      p0 = hn::MulAdd(qv, rd.LoadRaw(k[0], c0 + d), p0);
+      p1 = hn::MulAdd(qv, rd.LoadRaw(k[1], c0 + d), p1);
+      p2 = hn::MulAdd(qv, rd.LoadRaw(k[2], c0 + d), p2);
+      p3 = hn::MulAdd(qv, rd.LoadRaw(k[3], c0 + d), p3);
+    }
+    a0 = hn::MulAdd(p0, hn::Set(df, rd.Scale(k[0], block)), a0);
+    a1 = hn::MulAdd(p1, hn::Set(df, rd.Scale(k[1], block)), a1);
+    a2 = hn::MulAdd(p2, hn::Set(df, rd.Scale(k[2], block)), a2);
+    a3 = hn::MulAdd(p3, hn::Set(df, rd.Scale(k[3], block)), a3);
+  }
+  LaneSums4(out, a0, a1, a2, a3);
+}
+
+// q.k for four positions at once, q loaded once per vector for all four. Per position: one fma
+// chain over the elements in order (full vectors, then the zero-padded partial one); then a
+// transposing lane sum: within each 128-bit block lanes (0 + 2) and (1 + 3), then those two,
+// then the blocks in order. Each lane of every step holds one position's own partial sums, so
+// a score is the same bits whichever positions share its group (or pad it): a function of D
+// and the target only. k[j] + column c0 is the head's slice of position j's row.
+template <class R>
+HWY_INLINE void Dot4(float* HWY_RESTRICT out, const float* HWY_RESTRICT q,
+                     const std::byte* const* HWY_RESTRICT k, size_t c0, size_t D, const R& rd) {
+  const DF df;
+  VF a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
+  auto k0 = rd.Row(k[0]), k1 = rd.Row(k[1]), k2 = rd.Row(k[2]), k3 = rd.Row(k[3]);
+  size_t d = 0;
+  for (; d + kN <= D; d += kN) {
+    const VF qv = hn::LoadU(df, q + d);
+    a0 = hn::MulAdd(qv, k0.Load(c0 + d), a0);
+    a1 = hn::MulAdd(qv, k1.Load(c0 + d), a1);
+    a2 = hn::MulAdd(qv, k2.Load(c0 + d), a2);
+    a3 = hn::MulAdd(qv, k3.Load(c0 + d), a3);
+  }
+  if (d < D) {
+    const size_t n = D - d;
+    const VF qv = LoadWeightsN(df, q + d, n);
+    a0 = hn::MulAdd(qv, k0.LoadN(c0 + d, n), a0);
+    a1 = hn::MulAdd(qv, k1.LoadN(c0 + d, n), a1);
+    a2 = hn::MulAdd(qv, k2.LoadN(c0 + d, n), a2);
+    a3 = hn::MulAdd(qv, k3.LoadN(c0 + d, n), a3);
+  }
+  LaneSums4(out, a0, a1, a2, a3);
+}
+
+// A head's part of a K or V row is a few cache lines, and rows sit kv_dim values apart: a new
+// 4 KB page every position or two, where the hardware prefetchers stop. So each row is fetched
+// kPrefetchAhead positions before its use, which hides the L2/L3 latency (measured: decode
+// attention over 900 positions was bound by it). Prefetches never change a result.
+constexpr int kPrefetchAhead = 6;
+HWY_INLINE void PrefetchRow(const std::byte* row, size_t n_bytes) {
+  for (size_t i = 0; i < n_bytes; i += 64) PrefetchToL2(row + i);
+}
+
+// s[p] = exp(s[p] - max) for p < n; returns their sum (vector partial sums in order, then
+// the target's lane sum). The partial last vector is padded with -inf, whose exp is 0.
+HWY_INLINE float ExpAndSum(float* HWY_RESTRICT s, size_t n, float max_score) {
+  const DF df;
+  const VF vmax = hn::Set(df, max_score);
+  VF sum = hn::Zero(df);
+  size_t p = 0;
+  for (; p + kN <= n; p += kN) {
+    const VF e = hn::Exp(df, hn::Sub(hn::LoadU(df, s + p), vmax));
+    hn::StoreU(e, df, s + p);
+    sum = hn::Add(sum, e);
+  }
+  if (p < n) {
+    float buffer[kN];
+    for (size_t k = 0; k < kN; ++k) buffer[k] = p + k < n ? s[p + k] : -INFINITY;
+    const VF e = hn::Exp(df, hn::Sub(hn::LoadU(df, buffer), vmax));
+    StorePartial(e, df, s + p, n - p);
+    sum = hn::Add(sum, e);
+  }
+  return hn::GetLane(hn::SumOfLanes(df, sum));
+}
+
+constexpr size_t kChunk = kAttentionChunk;
+static_assert(kChunk % kN == 0, "a chunk is a whole number of vectors on every target");
+
+// The softmax denominator over n positions: ExpAndSum of each chunk of kChunk positions, the
+// chunks' sums added in order from zero (what attention_combine_chunks does with a split row's).
+HWY_INLINE float ExpAndSumChunks(float* HWY_RESTRICT s, size_t n, float max_score) {
+  float sum = 0.0f;
+  for (size_t c = 0; c < n; c += kChunk)
+    sum += ExpAndSum(s + c, std::min(kChunk, n - c), max_score);
+  return sum;
+}
+
+// Scores q.k / sqrt(D) of query heads [h0, h0 + nh) over every position of `runs` in one pass:
+// scores[h * stride + p] (h counted from h0) and each head's largest in max_out[h]. Per head and
+// group of four positions, AttendHead's Dot4: its bits. Each position's row is prefetched
+// `ahead` positions early over [first_col, first_col + span_bytes), the stretch the heads read.
+template <class R>
+HWY_INLINE void ScoreHeadsTogether(float* HWY_RESTRICT scores, size_t stride,
+                                   float* HWY_RESTRICT max_out, const float* HWY_RESTRICT q,
+                                   const KvRun* runs, size_t n_runs, size_t row_bytes, int h0,
+                                   int nh, int group, size_t D, float scale, size_t first_col,
+                                   size_t span_bytes, int ahead, const R& rd) {
+  for (int h = 0; h < nh; ++h) max_out[h] = -INFINITY;
+  const std::byte* k_rows[4];
+  int n_group = 0;
+  size_t p = 0;
+  auto score_group = [&]() HWY_ATTR {
+    for (int j = n_group; j < 4; ++j) k_rows[j] = k_rows[n_group - 1];  // padding, discarded
+    for (int h = 0; h < nh; ++h) {
+      float dots[4];
+      Dot4(dots, q + static_cast<size_t>(h0 + h) * D, k_rows,
+           static_cast<size_t>((h0 + h) / group) * D, D, rd);
+      float* s = scores + h * stride + p;
+      for (int j = 0; j < n_group; ++j) {
+        s[j] = dots[j] * scale;
+        max_out[h] = std::max(max_out[h], s[j]);
+      }
+    }
+    p += n_group;
+    n_group = 0;
+  };
+  for (size_t r = 0; r < n_runs; ++r) {
+    const std::byte* k = runs[r].k;
+    const int n = runs[r].n_positions;
+    for (int j = 0; j < n; ++j) {
+      if (j + ahead < n) PrefetchRow(rd.At(k + (j + ahead) * row_bytes, first_col), span_bytes);
+      k_rows[n_group++] = k + j * row_bytes;
+      if (n_group == 4) score_group();
+    }
+  }
+  if (n_group > 0) score_group();
+}
+
+}  // namespace
+}  // namespace HWY_NAMESPACE
+}  // namespace kvlm
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

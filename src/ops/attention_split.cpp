@@ -1,0 +1,160 @@
+// One decode row's attention split by positions over threads (attention_split.h): every head
+// at once over a part of the row's positions, so each of the part's cached rows is read as one
+// stretch (keys, then values) and the threads read disjoint stretches of the cache. The
+// arithmetic per (head, position) is attention.cpp's, from the same attention_parts-inl.h.
+#include "ops/attention_split.h"
+
+#include <algorithm>
+#include <cmath>
+
+// Highway: simd_targets.h before any hwy header, then foreach_target.h re-includes this
+// file once per target (HWY_TARGET_INCLUDE).
+// clang-format off
+#include "ops/simd_targets.h"
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/attention_split.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+// clang-format on
+#include "ops/attention_parts-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kvlm {
+namespace HWY_NAMESPACE {
+namespace {
+
+// A whole row's prefetch distance: each is kv_dim values, many cache lines.
+constexpr int kSplitAhead = 8;
+
+template <class R>
+void ScoresPart(float* HWY_RESTRICT scores, size_t stride, float* HWY_RESTRICT max_out,
+                const float* HWY_RESTRICT q, const KvRun* runs, size_t n_runs, size_t row_bytes,
+                int n_head, int group, size_t D, const R& rd) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const size_t span_bytes = static_cast<size_t>(n_head / group) * D * R::kBytes;
+  ScoreHeadsTogether(scores, stride, max_out, q, runs, n_runs, row_bytes, 0, n_head, group, D,
+                     scale, 0, span_bytes, kSplitAhead, rd);
+}
+
+template <class R>
+void ValuesPart(float* HWY_RESTRICT partial, float* HWY_RESTRICT sums, float* HWY_RESTRICT scores,
+                size_t stride, const float* HWY_RESTRICT max_score, const KvRun* runs,
+                size_t n_runs, size_t row_bytes, int n_head, int group, size_t D, const R& rd) {
+  const DF df;
+  size_t n_pos = 0;
+  for (size_t r = 0; r < n_runs; ++r) n_pos += runs[r].n_positions;
+  const size_t n_chunks = (n_pos + kChunk - 1) / kChunk;
+  const size_t span_bytes = static_cast<size_t>(n_head / group) * D * R::kBytes;
+  for (int h = 0; h < n_head; ++h)
+    for (size_t c = 0; c < n_chunks; ++c)
+      sums[c * n_head + h] = ExpAndSum(scores + h * stride + c * kChunk,
+                                       std::min(kChunk, n_pos - c * kChunk), max_score[h]);
+  for (size_t i = 0; i < n_chunks * n_head * D; i += kN) hn::StoreU(hn::Zero(df), df, partial + i);
+  size_t p = 0;
+  for (size_t r = 0; r < n_runs; ++r) {
+    const std::byte* row = runs[r].v;
+    const int n = runs[r].n_positions;
+    for (int j = 0; j < n; ++j, row += row_bytes, ++p) {
+      if (j + kSplitAhead < n) PrefetchRow(row + kSplitAhead * row_bytes, span_bytes);
+      float* chunk = partial + (p / kChunk) * n_head * D;
+      for (int h = 0; h < n_head; ++h) {
+        const VF w = hn::Set(df, scores[h * stride + p]);
+        const size_t column = static_cast<size_t>(h / group) * D;
+        float* o = chunk + h * D;
+        for (size_t d = 0; d < D; d += kN)
+          hn::StoreU(hn::MulAdd(w, rd.Load(row, column + d), hn::LoadU(df, o + d)), df, o + d);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// Readers whose values are their Load's bits (no per-head scale), heads of whole vectors.
+bool SplitSupportedImpl(KvDtype dtype, int head_dim) {
+  const bool type = dtype == KvDtype::f32 || dtype == KvDtype::f16 || dtype == KvDtype::bf16;
+  return type && head_dim % kN == 0;
+}
+
+#define KVLM_SPLIT_DISPATCH(CALL)                   \
+  switch (format.dtype) {                           \
+    case KvDtype::f32:                              \
+      return CALL(F32Reader{});                     \
+    case KvDtype::f16:                              \
+      return CALL(Half16Reader<hwy::float16_t>{});  \
+    case KvDtype::bf16:                             \
+      return CALL(Half16Reader<hwy::bfloat16_t>{}); \
+    default:                                        \
+      return;                                       \
+  }
+
+void ScoresPartImpl(float* scores, size_t stride, float* max_out, const float* q, const KvRun* runs,
+                    size_t n_runs, const KvRowFormat& format, int n_head, int n_kv_head,
+                    int head_dim) {
+#define KVLM_SCORES(READER)                                                      \
+  ScoresPart(scores, stride, max_out, q, runs, n_runs, format.row_bytes, n_head, \
+             n_head / n_kv_head, head_dim, READER)
+  KVLM_SPLIT_DISPATCH(KVLM_SCORES)
+#undef KVLM_SCORES
+}
+
+void ValuesPartImpl(float* partial, float* sums, float* scores, size_t stride,
+                    const float* max_score, const KvRun* runs, size_t n_runs,
+                    const KvRowFormat& format, int n_head, int n_kv_head, int head_dim) {
+#define KVLM_VALUES(READER)                                                                    \
+  ValuesPart(partial, sums, scores, stride, max_score, runs, n_runs, format.row_bytes, n_head, \
+             n_head / n_kv_head, head_dim, READER)
+  KVLM_SPLIT_DISPATCH(KVLM_VALUES)
+#undef KVLM_VALUES
+}
+#undef KVLM_SPLIT_DISPATCH
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvlm
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvlm {
+
+HWY_EXPORT(SplitSupportedImpl);
+HWY_EXPORT(ScoresPartImpl);
+HWY_EXPORT(ValuesPartImpl);
+
+bool attention_split_supported(const KvRowFormat& format, int head_dim) {
+  return HWY_DYNAMIC_DISPATCH(SplitSupportedImpl)(format.dtype, head_dim);
+}
+
+void attention_scores_part(float* scores, size_t stride, float* max_out, const float* q,
+                           std::span<const KvRun> runs, const KvRowFormat& format, int n_head,
+                           int n_kv_head, int head_dim) {
+  HWY_DYNAMIC_DISPATCH(ScoresPartImpl)
+  (scores, stride, max_out, q, runs.data(), runs.size(), format, n_head, n_kv_head, head_dim);
+}
+
+void attention_values_part(float* partial, float* chunk_sums, float* scores, size_t stride,
+                           const float* max_score, std::span<const KvRun> runs,
+                           const KvRowFormat& format, int n_head, int n_kv_head, int head_dim) {
+  HWY_DYNAMIC_DISPATCH(ValuesPartImpl)
+  (partial, chunk_sums, scores, stride, max_score, runs.data(), runs.size(), format, n_head,
+   n_kv_head, head_dim);
+}
+
+void attention_combine_chunks(float* out, const float* partial, const float* chunk_sums,
+                              int n_chunks, int n_head, int head_dim, int head_begin,
+                              int head_end) {
+  const size_t D = head_dim, H = n_head;
+  for (size_t h = std::max(head_begin, 0); h < static_cast<size_t>(std::min(head_end, n_head));
+       ++h) {
+    float sum = 0.0f;
+    for (int c = 0; c < n_chunks; ++c) sum += chunk_sums[c * H + h];
+    const float inv_sum = 1.0f / sum;
+    for (size_t d = 0; d < D; ++d) {
+      float o = 0.0f;
+      for (int c = 0; c < n_chunks; ++c) o += partial[(c * H + h) * D + d];
+      out[h * D + d] = o * inv_sum;
+    }
+  }
+}
+
+}  // namespace kvlm
+#endif  // HWY_ONCE
