@@ -22,8 +22,8 @@ namespace {
 
 constexpr DType kWeightTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
 
-// One model per weight type, made on first use.
-Model& model(DType dtype = DType::kF32) {
+// One model per weight type, made on first use; null if it could not be made.
+Model* model(DType dtype = DType::kF32) {
   static std::map<DType, std::unique_ptr<Gpt2Model>> models;
   std::unique_ptr<Gpt2Model>& m = models[dtype];
   if (!m) {
@@ -32,15 +32,20 @@ Model& model(DType dtype = DType::kF32) {
     auto made = make_random_gpt2(gpt2_small_config(), options);
     if (made) m = std::move(made.value());
   }
-  return *m;
+  return m.get();
 }
 
 void BM_Prefill(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   const Parallel par{static_cast<int>(state.range(1))};
+  Model* m = model();
+  if (!m) {
+    state.SkipWithError("could not make the random model");
+    return;
+  }
   double flops = 0;
   for (auto _ : state) {
-    auto run = time_prefill(model(), n, 1, par);
+    auto run = time_prefill(*m, n, 1, par);
     if (!run) {
       state.SkipWithError(run.message().c_str());
       return;
@@ -67,8 +72,13 @@ void BM_Decode(benchmark::State& state) {
   const int batch = static_cast<int>(state.range(2));
   const DType dtype = kWeightTypes[state.range(3)];
   constexpr int kSteps = 32;
+  Model* m = model(dtype);
+  if (!m) {
+    state.SkipWithError("could not make the random model");
+    return;
+  }
   for (auto _ : state) {
-    auto run = time_decode(model(dtype), batch, ctx, kSteps, 1, par);
+    auto run = time_decode(*m, batch, ctx, kSteps, 1, par);
     if (!run) {
       state.SkipWithError(run.message().c_str());
       return;
