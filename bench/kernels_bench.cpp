@@ -5,9 +5,10 @@
 //   build-*/kernels_bench --benchmark_filter='Matmul/.*/1/'      # decode shapes
 //   build-*/kernels_bench --benchmark_filter='Limits'            # bandwidth and fma peak
 //
-// Arguments of BM_Matmul: shape (0 c_attn, 1 attn.c_proj, 2 c_fc, 3 mlp.c_proj, 4 lm_head),
-// rows, dtype (0 F32, 1 F16, 2 BF16, 3 Q8_0: stored [n_out, n_in] as quantized weights always
-// are), threads, path (0 auto, 1 row stream, 2 tiled).
+// Arguments of BM_Matmul: shape (0 c_attn, 1 attn.c_proj, 2 c_fc, 3 mlp.c_proj, 4 lm_head,
+// 5-8 shapes 0-3 stored [n_out, n_in]), rows, dtype (0 F32, 1 F16, 2 BF16, 3 Q8_0: stored
+// [n_out, n_in] as quantized weights always are), threads, path (0 auto, 1 row stream or, for
+// [n_out, n_in], the dot-product tiles, 2 tiled).
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -34,7 +35,13 @@ const Shape kShapes[] = {{"c_attn", 768, 2304, WeightLayout::kInOut},
                          {"attn.c_proj", 768, 768, WeightLayout::kInOut},
                          {"c_fc", 768, 3072, WeightLayout::kInOut},
                          {"mlp.c_proj", 3072, 768, WeightLayout::kInOut},
-                         {"lm_head", 768, 50257, WeightLayout::kOutIn}};
+                         {"lm_head", 768, 50257, WeightLayout::kOutIn},
+                         // The four layer matrices stored [n_out, n_in] (as nn.Linear stores
+                         // them): the layouts' kernels side by side on one shape.
+                         {"c_attn [O,I]", 768, 2304, WeightLayout::kOutIn},
+                         {"attn.c_proj [O,I]", 768, 768, WeightLayout::kOutIn},
+                         {"c_fc [O,I]", 768, 3072, WeightLayout::kOutIn},
+                         {"mlp.c_proj [O,I]", 3072, 768, WeightLayout::kOutIn}};
 const DType kTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0};
 
 std::vector<uint8_t> random_weights(size_t n, DType type) {
@@ -103,6 +110,18 @@ void MatmulArgs(benchmark::internal::Benchmark* b) {
         b->Args({shape, 512, 0, threads, 2});
         b->Args({shape, 512, 2, threads, 2});
       }
+    }
+  // Each shape in both layouts at 2 threads: a 128-row prefill and an 8-row decode; for
+  // [n_out, n_in] also the prefill through the dot tiles (path 1), the 8-row decode through the
+  // register tiles (path 2), and the 1-row decode.
+  for (int shape = 0; shape < 9; ++shape)
+    for (int type : {0, 1}) {
+      b->Args({shape, 128, type, 2, 2});
+      b->Args({shape, 8, type, 2, 0});
+      if (shape < 4) continue;
+      b->Args({shape, 128, type, 2, 1});
+      b->Args({shape, 8, type, 2, 2});
+      b->Args({shape, 1, type, 2, 0});
     }
 }
 BENCHMARK(BM_Matmul)->Apply(MatmulArgs)->UseRealTime()->Unit(benchmark::kMicrosecond);

@@ -23,8 +23,8 @@
 
 #include <algorithm>
 
-#include "ops/prefetch.h"
 #include "ops/matmul_internal.h"
+#include "ops/prefetch.h"
 
 // Highway: simd_targets.h before any hwy header, then foreach_target.h re-includes this
 // file once per target (HWY_TARGET_INCLUDE).
@@ -39,6 +39,8 @@
 #include "ops/matmul_bf16amx.h"
 #include "ops/matmul_bf16dot.h"
 #include "ops/matmul_outin-inl.h"
+#include "ops/matmul_outin_tiled-inl.h"
+#include "ops/matmul_register_tile-inl.h"
 #include "ops/simd_weights-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -52,9 +54,6 @@ namespace {
 // of kTileRows x kTileVecs vectors that continues each output's fma chain block after block
 // (a chain stored to `out` and loaded back is the same chain).
 
-constexpr int kTileRows = kVecRegs == 32 ? 8 : 4;
-constexpr int kTileVecs = 3;
-constexpr size_t kTileCols = kTileVecs * kN;
 // Block sizes, tuned on GPT-2 124M's prefill (Zen 3, AVX2): the packed x block (rows x steps,
 // 216 KB) stays in L2, the weight panel (steps x kTileCols, 36 KB) in L1 and L2. Both live on
 // the thread's stack (OpenMP threads get the default 8 MB; keep OMP_STACKSIZE above 1 MB).
@@ -98,54 +97,6 @@ void PackPanel(float* HWY_RESTRICT p, const WT* HWY_RESTRICT w, size_t n_out, si
       hn::Store(wv, df, dst + c);
     }
   }
-}
-
-// out[0, rows) x [col, col + n_cols), kc more steps of each chain. `first`: the chains start
-// at zero (else they continue from out); `last`: bias is added as they are stored.
-// The weights come from p[k * p_stride + c]: the packed panel (fp32, stride kTileCols) or, for
-// few rows, the matrix itself (stride n_out), widened here.
-template <typename WT>
-HWY_INLINE void TileKernel(float* HWY_RESTRICT out, size_t n_out, const float* HWY_RESTRICT a,
-                           const WT* HWY_RESTRICT p, size_t p_stride, size_t kc,
-                           const float* HWY_RESTRICT bias, bool first, bool last, size_t rows,
-                           size_t col, size_t n_cols) {
-  const DF df;
-  const bool full = rows == kTileRows && n_cols == kTileCols;
-  VF acc[kTileRows][kTileVecs];
-  for (int r = 0; r < kTileRows; ++r)
-    for (int v = 0; v < kTileVecs; ++v) {
-      const size_t c = v * kN;
-      const float* o = out + r * n_out + col + c;
-      if (first || static_cast<size_t>(r) >= rows || c >= n_cols) {
-        acc[r][v] = hn::Zero(df);
-      } else {
-        acc[r][v] = full || c + kN <= n_cols ? hn::LoadU(df, o) : LoadWeightsN(df, o, n_cols - c);
-      }
-    }
-  for (size_t k = 0; k < kc; ++k) {
-    VF wv[kTileVecs];
-    for (int v = 0; v < kTileVecs; ++v) wv[v] = LoadWeights(df, p + k * p_stride + v * kN);
-    for (int r = 0; r < kTileRows; ++r) {
-      const VF xr = hn::Set(df, a[k * kTileRows + r]);
-      for (int v = 0; v < kTileVecs; ++v) acc[r][v] = hn::MulAdd(xr, wv[v], acc[r][v]);
-    }
-  }
-  for (int r = 0; r < kTileRows && static_cast<size_t>(r) < rows; ++r)
-    for (int v = 0; v < kTileVecs; ++v) {
-      const size_t c = v * kN;
-      if (c >= n_cols) break;
-      const size_t n = std::min(kN, n_cols - c);
-      VF sum = acc[r][v];
-      if (last && bias)
-        sum = hn::Add(
-            sum, n == kN ? hn::LoadU(df, bias + col + c) : LoadWeightsN(df, bias + col + c, n));
-      float* o = out + r * n_out + col + c;
-      if (n == kN) {
-        hn::StoreU(sum, df, o);
-      } else {
-        StorePartial(sum, df, o, n);
-      }
-    }
 }
 
 // Thread t of nt: a contiguous range of column strips, the whole loop nest on its own.
@@ -538,8 +489,7 @@ HWY_INLINE void OutInRowsOverTiles(float* out, const float* x, const WT* w, cons
 // for one matrix). Each output's chain is the same whichever rows and tiles go together.
 template <int RO, int RR, typename WT>
 HWY_NOINLINE void OutInOutputBlock(float* out, const float* x, const WT* w, const float* bias,
-                                   size_t n_rows, size_t n_in, size_t n_out, size_t t0,
-                                   size_t t1) {
+                                   size_t n_rows, size_t n_in, size_t n_out, size_t t0, size_t t1) {
   size_t r = 0;
   for (; r + RR <= n_rows; r += RR)
     OutInRowsOverTiles<RO, RR>(out + r * n_out, x + r * n_in, w, bias, n_in, n_out, t0, t1);
@@ -575,7 +525,9 @@ void MatmulImpl(float* out, const float* x, const WeightMatrix& w, const float* 
   const size_t T = n_rows, I = w.n_in, O = w.n_out;
   VisitWeights(w.data, w.dtype, [&](const auto* wt) {
     if (w.layout == WeightLayout::kOutIn) {
-      if (T == 1) {
+      if (path == MatmulPath::kTiled || (path == MatmulPath::kAuto && T > kStreamMaxRows)) {
+        OutInTiled(out, x, wt, bias, T, I, O, n_threads);
+      } else if (T == 1) {
         OutInAll<kDotOuts1, 1>(out, x, wt, bias, T, I, O, n_threads);
       } else {
         OutInAll<kOutInOutsN, kDotRowsN>(out, x, wt, bias, T, I, O, n_threads);
