@@ -13,7 +13,8 @@ enum class MatmulPath {
                // whose fma chains continue from one reduction block to the next (prefill)
 };
 
-// matmul_forward with the kInOut variant forced (kOutIn has one variant and ignores `path`).
+// matmul_forward with the variant forced. For kOutIn weights kRowStream means the dot-product
+// tiles (its decode kernel) and kTiled the lane-class register tiles (its prefill kernel).
 void matmul_forward_path(float* out, const float* x, const WeightMatrix& w, const float* bias,
                          int n_rows, const Parallel& par, MatmulPath path);
 

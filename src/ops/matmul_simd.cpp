@@ -9,10 +9,15 @@
 //     W[i][range] in order, with the accumulators of up to 8 rows in an L1 buffer (from 3 rows
 //     on, register tiles of them run 32 weight rows at a time). Every weight byte crosses the
 //     memory bus once: the decode kernel.
-//   tiled: register tiles of 6 rows x 2 vectors (4 on 32-register targets) that run the whole
-//     reduction in registers, each weight vector feeding 6 rows: the prefill kernel.
-// kOutIn ([O, I], the output head and nn.Linear): 16-lane dot products over contiguous rows,
-//   several outputs (and rows) per tile so that independent chains hide the fma latency.
+//   tiled: register tiles of 4 rows x 3 vectors (8 rows on 32-register targets) over packed
+//     cache blocks, each weight vector feeding 4 (8) rows: the prefill kernel.
+// kOutIn ([O, I], the output head and nn.Linear), two variants in the 16-lane order:
+//   dot tiles (matmul_outin-inl.h): 16-lane dot products over contiguous rows, several outputs
+//     (and rows) per tile so that independent chains hide the fma latency: the decode kernel.
+//   lane-class register tiles (matmul_outin_tiled-inl.h): each lane's chains as a matrix product
+//     on the tile kernel above, the 16 lanes added by the same tree at the end: the prefill
+//     kernel (GPT-2 124M shapes at 128 rows, AVX2: 1.2-2.7x faster than the dot tiles; over the
+//     four layer shapes as fast as kInOut's tiled kernel, 0.97-0.99x the time).
 //
 // An OpenMP parallel region here only calls a HWY_NOINLINE function of this target: clang
 // (14 at least) compiles a region's body as a separate outlined function that does not get the
@@ -482,7 +487,8 @@ HWY_INLINE void OutInRowsOverTiles(float* out, const float* x, const WT* w, cons
   }
 }
 
-// Prefill: output tiles [t0, t1), whose weights stay in L2, for all rows, each group of RR
+// Many rows through the dot tiles (MatmulPath::kRowStream forced; kAuto takes the lane-class
+// tiles): output tiles [t0, t1), whose weights stay in L2, for all rows, each group of RR
 // rows passing over every tile of the block while its activations sit in L1. Tile by tile
 // over all rows (OutInOutputTile) streams the whole activation matrix once per 4 outputs, from
 // L3 or memory once it outgrows L2 (512 rows of GPT-2's 3,072-wide MLP input: 6 MB, 192 times
