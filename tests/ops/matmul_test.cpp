@@ -237,10 +237,11 @@ TEST(MatmulTest, RowsAreBitwiseIndependentOfBatchVariantAndThreads) {
 }
 
 // Shapes large enough to cross every block boundary of the tiled kernel (reduction blocks of
-// 384 steps, row blocks of 144, column strips), the row stream's chunks, and kOutIn prefill's
+// 384 steps, row blocks of 144, column strips), the row stream's chunks, the kOutIn dot tiles'
 // blocks of output tiles (256 KB of weights: 20 tiles of 4 F32 outputs at n_in 800, so 333
-// outputs are 5 blocks, the last one short and ending in a partial tile): still the stated
-// order, bit for bit, on every target.
+// outputs are 5 blocks, the last one short and ending in a partial tile), and the kOutIn
+// lane-class tiles' row blocks (144 rows) and strips (333 outputs end in a partial one): still
+// the stated order, bit for bit, on every target.
 TEST(MatmulTest, LargeShapesCrossEveryBlockAndKeepTheOrder) {
   AmxOff amx_off;
   std::mt19937 rng(17);
