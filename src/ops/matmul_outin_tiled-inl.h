@@ -175,17 +175,9 @@ HWY_INLINE void AddClasses(float* out, size_t n_out, const float* HWY_RESTRICT s
       VF t[8], u[4];
       for (int l = 0; l < 8; ++l) t[l] = hn::Add(s[l], s[l + 8]);
       for (int l = 0; l < 4; ++l) u[l] = hn::Add(t[l], t[l + 4]);
-      VF sum = hn::Add(hn::Add(u[0], u[2]), hn::Add(u[1], u[3]));
-      const size_t n = std::min(kN, n_cols - c);
-      if (bias)
-        sum = hn::Add(
-            sum, n == kN ? hn::LoadU(df, bias + col + c) : LoadWeightsN(df, bias + col + c, n));
-      float* o = out + row * n_out + col + c;
-      if (n == kN) {
-        hn::StoreU(sum, df, o);
-      } else {
-        StorePartial(sum, df, o, n);
-      }
+      StoreOutputs(df, hn::Add(hn::Add(u[0], u[2]), hn::Add(u[1], u[3])),
+                   bias ? bias + col + c : nullptr, out + row * n_out + col + c,
+                   std::min(kN, n_cols - c));
     }
   }
 }

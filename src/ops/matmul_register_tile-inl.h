@@ -62,16 +62,8 @@ HWY_INLINE void TileKernel(float* HWY_RESTRICT out, size_t n_out, const float* H
       const size_t c = v * kN;
       if (c >= n_cols) break;
       const size_t n = std::min(kN, n_cols - c);
-      VF sum = acc[r][v];
-      if (last && bias)
-        sum = hn::Add(
-            sum, n == kN ? hn::LoadU(df, bias + col + c) : LoadWeightsN(df, bias + col + c, n));
-      float* o = out + r * n_out + col + c;
-      if (n == kN) {
-        hn::StoreU(sum, df, o);
-      } else {
-        StorePartial(sum, df, o, n);
-      }
+      StoreOutputs(df, acc[r][v], last && bias ? bias + col + c : nullptr,
+                   out + r * n_out + col + c, n);
     }
 }
 

@@ -255,15 +255,8 @@ void InOutStreamRange(float* out, const float* x, const WT* w, const float* bias
       for (size_t v = 0; v * kN < nc; ++v) {
         const size_t col = cb + v * kN;
         const size_t n = std::min(kN, c1 - col);
-        VF sum = hn::Load(df, acc + r * stride + v * kN);
-        if (bias)
-          sum = hn::Add(sum, n == kN ? hn::LoadU(df, bias + col) : LoadWeightsN(df, bias + col, n));
-        float* o = out + r * n_out + col;
-        if (n == kN) {
-          hn::StoreU(sum, df, o);
-        } else {
-          StorePartial(sum, df, o, n);
-        }
+        StoreOutputs(df, hn::Load(df, acc + r * stride + v * kN), bias ? bias + col : nullptr,
+                     out + r * n_out + col, n);
       }
     }
   }
@@ -369,15 +362,8 @@ void InOutStreamRegRange(float* out, const float* x, const WT* w, const float* b
       for (size_t v = 0; v * kN < nc; ++v) {
         const size_t col = cb + v * kN;
         const size_t n = std::min(kN, c1 - col);
-        VF sum = hn::Load(df, acc + r * stride + v * kN);
-        if (bias)
-          sum = hn::Add(sum, n == kN ? hn::LoadU(df, bias + col) : LoadWeightsN(df, bias + col, n));
-        float* o = out + r * n_out + col;
-        if (n == kN) {
-          hn::StoreU(sum, df, o);
-        } else {
-          StorePartial(sum, df, o, n);
-        }
+        StoreOutputs(df, hn::Load(df, acc + r * stride + v * kN), bias ? bias + col : nullptr,
+                     out + r * n_out + col, n);
       }
     }
   }

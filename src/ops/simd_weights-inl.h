@@ -60,6 +60,20 @@ HWY_INLINE void StorePartial(hn::Vec<D> v, D d, float* HWY_RESTRICT p, size_t n)
   std::memcpy(p, buffer, n * sizeof(float));
 }
 
+// Stores sum (+ the n biases at bias, when bias is not null) as the n <= Lanes(d) outputs at o:
+// the last step of every kernel's chains, bias added once after the reduction (matmul.h).
+template <class D>
+HWY_INLINE void StoreOutputs(D d, hn::Vec<D> sum, const float* bias, float* HWY_RESTRICT o,
+                             size_t n) {
+  constexpr size_t kLanes = hn::MaxLanes(D());
+  if (bias) sum = hn::Add(sum, n == kLanes ? hn::LoadU(d, bias) : LoadWeightsN(d, bias, n));
+  if (n == kLanes) {
+    hn::StoreU(sum, d, o);
+  } else {
+    StorePartial(sum, d, o, n);
+  }
+}
+
 // Calls f(typed pointer) with the weight data cast to its element type, so kernels are
 // templates over the storage type and the dtype switch happens once per call.
 template <class F>
