@@ -61,7 +61,7 @@ HWY_INLINE float SumLanes16(const VD* acc) {
 HWY_INLINE void SumLanes16x4(const VD& a, const VD& b, const VD& c, const VD& d,
                              float* HWY_RESTRICT sums) {
   const DD dd;
-  const hn::Half<DD> dh;                    // 8 lanes
+  const hn::Half<DD> dh;                            // 8 lanes
   const hn::Repartition<double, decltype(dh)> d64;  // the same bits as 4 pairs
   const auto ta = hn::Add(hn::LowerHalf(dh, a), hn::UpperHalf(dh, a));
   const auto tb = hn::Add(hn::LowerHalf(dh, b), hn::UpperHalf(dh, b));
@@ -145,14 +145,20 @@ HWY_INLINE void OutInTile(float* HWY_RESTRICT out, const float* HWY_RESTRICT x,
     }
 }
 
-// RO outputs (w and bias already offset to the first) for all rows, RR rows at a time.
+// RO outputs (w and bias already offset to the first) for all rows, RR rows at a time, and the
+// rows left over in one narrower tile: batch-8 decode on AVX2 (3-row tiles) runs 3 + 3 + 2
+// rows, each weight vector widened three times, where 3 + 3 + 1 + 1 widened it four times and
+// ran two one-row tiles that load an x vector for every two fmas.
 template <int RO, int RR, typename WT>
 void OutInOutputs(float* out, const float* x, const WT* w, const float* bias, size_t n_rows,
                   size_t n_in, size_t n_out) {
   size_t r = 0;
   for (; r + RR <= n_rows; r += RR)
     OutInTile<RO, RR>(out + r * n_out, x + r * n_in, w, bias, n_in, n_out);
-  for (; r < n_rows; ++r) OutInTile<RO, 1>(out + r * n_out, x + r * n_in, w, bias, n_in, n_out);
+  if constexpr (RR > 1) {
+    if (r < n_rows)
+      OutInOutputs<RO, RR - 1>(out + r * n_out, x + r * n_in, w, bias, n_rows - r, n_in, n_out);
+  }
 }
 
 }  // namespace

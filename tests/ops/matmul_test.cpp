@@ -159,41 +159,45 @@ TEST(MatmulTest, EveryTargetKeepsTheStatedOrderAndMatchesTheReference) {
   });
 }
 
-// The row stream at every row count it has a kernel for (1..8, then 8 + 1): with 3 or more rows
-// of 16-bit weights x is packed as broadcast vectors in blocks of 32 values, so reductions
-// of 31..65 steps cross those blocks; every output keeps the stated order, bit for bit, on every
-// target, with x, W, bias and out misaligned.
-TEST(MatmulTest, RowStreamEveryRowCountKeepsTheOrder) {
+// The decode kernels at every row count they have a tile for (1..8, then 8 + 1). kInOut's row
+// stream: with 3 or more rows of 16-bit weights x is packed as broadcast vectors in blocks of
+// 32 values, so reductions of 31..65 steps cross those blocks. kOutIn's dot tiles: whole tiles
+// of rows, then the rows left over in narrower ones (3 + 3 + 2 for 8 rows on AVX2). Every output
+// keeps the stated order, bit for bit, on every target, with x, W, bias and out misaligned.
+TEST(MatmulTest, DecodeKernelsAtEveryRowCountKeepTheOrder) {
   std::mt19937 rng(23);
   for_each_target([&](const SimdTarget& target) {
-    for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
-      if (target.bf16_dot && dtype == DType::kBF16) continue;  // its own kernels and test
-      // 300: reductions past the packed x block (256) and the register tiles (32 rows), and
-      // columns past one chunk of accumulators (240 at 8 rows on AVX-512).
-      for (int n_in : {1, 5, 31, 32, 33, 64, 65, 300})
-        for (int n_out : {1, 17, 40, 65, 300})
-          for (int n_rows = 1; n_rows <= 9; ++n_rows) {
-            SCOPED_TRACE(std::string(dtype_name(dtype)) + " n_in " + std::to_string(n_in) +
-                         " n_out " + std::to_string(n_out) + " rows " + std::to_string(n_rows));
-            const int offset = (n_in + n_out + n_rows) % 4;
-            const TestMatrix m = make_matrix(n_in, n_out, WeightLayout::kInOut, dtype, offset, rng);
-            const std::vector<float> xbuf = test::random_normals(n_rows * n_in + offset, rng);
-            const std::vector<float> bbuf = test::random_normals(n_out + offset, rng);
-            const float* x = xbuf.data() + offset;
-            const float* bias = bbuf.data() + offset;
-            std::vector<float> outbuf(n_rows * n_out + offset + 1, -1.0f);
-            float* out = outbuf.data() + offset;
-            matmul_forward_path(out, x, m.view, bias, n_rows, Parallel{1}, MatmulPath::kRowStream);
-            for (int r = 0; r < n_rows; ++r)
-              for (int o = 0; o < n_out; ++o) {
-                const float got = out[r * n_out + o];
-                const float want =
-                    model_element(x + r * n_in, m, bias, o, target.fused_multiply_add);
-                ASSERT_EQ(std::memcmp(&got, &want, 4), 0) << "row " << r << " output " << o;
-              }
-            ASSERT_EQ(outbuf.back(), -1.0f) << "wrote past the end of out";
-          }
-    }
+    for (WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn})
+      for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+        if (target.bf16_dot && dtype == DType::kBF16) continue;  // its own kernels and test
+        // 300: reductions past the packed x block (256) and the register tiles (32 rows), and
+        // columns past one chunk of accumulators (240 at 8 rows on AVX-512).
+        for (int n_in : {1, 5, 31, 32, 33, 64, 65, 300})
+          for (int n_out : {1, 17, 40, 65, 300})
+            for (int n_rows = 1; n_rows <= 9; ++n_rows) {
+              SCOPED_TRACE(std::string(layout_name(layout)) + " " + dtype_name(dtype) + " n_in " +
+                           std::to_string(n_in) + " n_out " + std::to_string(n_out) + " rows " +
+                           std::to_string(n_rows));
+              const int offset = (n_in + n_out + n_rows) % 4;
+              const TestMatrix m = make_matrix(n_in, n_out, layout, dtype, offset, rng);
+              const std::vector<float> xbuf = test::random_normals(n_rows * n_in + offset, rng);
+              const std::vector<float> bbuf = test::random_normals(n_out + offset, rng);
+              const float* x = xbuf.data() + offset;
+              const float* bias = bbuf.data() + offset;
+              std::vector<float> outbuf(n_rows * n_out + offset + 1, -1.0f);
+              float* out = outbuf.data() + offset;
+              matmul_forward_path(out, x, m.view, bias, n_rows, Parallel{1},
+                                  MatmulPath::kRowStream);
+              for (int r = 0; r < n_rows; ++r)
+                for (int o = 0; o < n_out; ++o) {
+                  const float got = out[r * n_out + o];
+                  const float want =
+                      model_element(x + r * n_in, m, bias, o, target.fused_multiply_add);
+                  ASSERT_EQ(std::memcmp(&got, &want, 4), 0) << "row " << r << " output " << o;
+                }
+              ASSERT_EQ(outbuf.back(), -1.0f) << "wrote past the end of out";
+            }
+      }
   });
 }
 
