@@ -58,6 +58,10 @@ struct BenchReport {
   double decode_roofline_frac = 0;       // batch 1, short context
   double decode_long_roofline_frac = 0;  // batch 1, long context
   double decode_batch_roofline_frac = 0;
+  double decode_batch_fma_frac = 0;  // batched decode's FLOP/s over the fma throughput
+  // The batch-over-batch-1 tokens/s ratio the two decode windows' rooflines allow (each with
+  // the bandwidth beside it): what the measured ratio is to be judged against.
+  double decode_batch_speedup_bound = 0;
   double prefill_fma_frac = 0;  // long prompt
   double prefill_short_fma_frac = 0;
   CacheExperiment seed;      // three prompts (10, 2, 4 tokens), 20 new tokens

@@ -30,6 +30,10 @@ double roofline_seconds(const StepCost& cost, const MachineRates& rates) {
   return std::max(cost.bytes / rates.bytes_per_second, cost.flops / rates.flops_per_second);
 }
 
+double roofline_tokens_per_second(const StepCost& cost, double tokens, const MachineRates& rates) {
+  return tokens / roofline_seconds(cost, rates);
+}
+
 std::vector<std::vector<ChunkShape>> generation_steps(const std::vector<int>& prompt_lengths,
                                                       int max_new_tokens, bool cached) {
   std::vector<std::vector<ChunkShape>> steps;

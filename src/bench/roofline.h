@@ -38,6 +38,13 @@ StepCost forward_step_cost(const ModelConfig& config, size_t weight_bytes,
 // max(bytes / bandwidth, flops / peak): the least time the step can take.
 double roofline_seconds(const StepCost& cost, const MachineRates& rates);
 
+// The most tokens per second the roofline allows for `tokens` tokens costing `cost`. The ratio
+// of two such rates bounds a measured speedup. Batch-8 decode reads each weight once for eight
+// rows but does eight times the arithmetic: with 16-bit weights (2 FLOP per 2 bytes a row) the
+// batch-8 over batch-1 ratio is at most min(8, fma peak in FLOP/s / bandwidth in B/s), so 6x
+// needs a machine with 6 FLOP of peak per byte of bandwidth (docs/performance.md).
+double roofline_tokens_per_second(const StepCost& cost, double tokens, const MachineRates& rates);
+
 // The steps `generate` runs for these prompts: cached, one prefill of every prompt and then one
 // token per sequence per step; uncached, every step recomputes each sequence from position 0.
 std::vector<std::vector<ChunkShape>> generation_steps(const std::vector<int>& prompt_lengths,

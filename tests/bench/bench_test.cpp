@@ -45,6 +45,19 @@ TEST(RooflineTest, TimeIsTheLargerOfTheTwoBounds) {
   EXPECT_DOUBLE_EQ(roofline_seconds({50e9, 1e9}, rates), 0.5);  // compute-bound
 }
 
+// 16-bit weights: batch 1 reads 2 bytes per 2 FLOP, batch 8 the same bytes for 16 FLOP. With
+// 10 GB/s and 40 GFLOP/s batch 8 is compute-bound and can give only 40 / 10 = 4x batch 1.
+TEST(RooflineTest, BatchSpeedupIsBoundedByPeakOverBandwidth) {
+  const MachineRates rates{10e9, 40e9};
+  const double one = roofline_tokens_per_second({2e9, 2e9}, 1, rates);     // 0.2 s: 5 tokens/s
+  const double eight = roofline_tokens_per_second({16e9, 2e9}, 8, rates);  // 0.4 s: 20 tokens/s
+  EXPECT_DOUBLE_EQ(one, 5.0);
+  EXPECT_DOUBLE_EQ(eight, 20.0);
+  EXPECT_DOUBLE_EQ(eight / one, 4.0);
+  // With 80 GFLOP/s the batch is bandwidth-bound again: the full 8x.
+  EXPECT_DOUBLE_EQ(roofline_tokens_per_second({16e9, 2e9}, 8, {10e9, 80e9}) / one, 8.0);
+}
+
 TEST(RooflineTest, GenerationStepsMatchTheSeedsCounts) {
   const std::vector<int> lengths = {10, 2, 4};
   int64_t uncached_rows = 0, cached_rows = 0;
@@ -162,7 +175,21 @@ TEST(BenchSuiteTest, TinyRunReportsEveryKeyAndIdenticalCachedResults) {
   EXPECT_NEAR(r.decode_roofline_frac,
               r.decode_short.cost.bytes / r.decode_short.seconds / r.decode_short.bandwidth, 1e-12);
   EXPECT_GT(json["decode_bandwidth_gbs_ctx900"].get<double>(), 0.0);
+  // The batch's speedup bound: its roofline tokens/s over batch 1's, each window with its own
+  // bandwidth; never more than the batch size, and in the JSON beside the measured ratio.
+  auto roofline_tps = [&](const TimedRun& run) {
+    return run.tokens /
+           std::max(run.cost.bytes / run.bandwidth, run.cost.flops / (r.fma_gflops * 1e9));
+  };
+  EXPECT_NEAR(r.decode_batch_speedup_bound,
+              roofline_tps(r.decode_batch) / roofline_tps(r.decode_short),
+              1e-9 * r.decode_batch_speedup_bound);
+  EXPECT_GT(r.decode_batch_speedup_bound, 0.0);
+  EXPECT_DOUBLE_EQ(json["decode_b8_over_b1_roofline"].get<double>(), r.decode_batch_speedup_bound);
+  EXPECT_NEAR(r.decode_batch_fma_frac,
+              r.decode_batch.cost.flops / r.decode_batch.seconds / (r.fma_gflops * 1e9), 1e-9);
   const std::string text = bench_report_text(r);
+  EXPECT_NE(text.find("the rooflines\n  allow"), std::string::npos) << text;
   EXPECT_NE(text.find("Why not 13.4x"), std::string::npos) << text;
   EXPECT_NE(text.find("of bandwidth"), std::string::npos) << text;
 }
