@@ -23,10 +23,12 @@ float max_logit(const Candidates& cur) {
 
 // A penalty can push a finite logit past float's range (a repetition penalty of 1e-38 divides
 // by it): such a logit becomes the largest finite float of its sign, so later steps (the shift
-// by the max, exp) never see inf - inf = NaN. A logit that was -inf (masked) stays -inf. Found
-// by the sampler fuzz target.
+// by the max, exp) never see inf - inf = NaN. A logit that was -inf (masked) stays -inf: no
+// penalty unmasks a token, and -inf minus a frequency penalty that overflowed to -inf would be
+// NaN. Both found by the sampler fuzz target.
 float keep_finite(float before, float after) {
-  if (std::isinf(after) && std::isfinite(before))
+  if (!std::isfinite(before)) return before;
+  if (std::isinf(after))
     return std::copysign(std::numeric_limits<float>::max(), after);
   return after;
 }

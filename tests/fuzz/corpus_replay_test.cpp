@@ -78,5 +78,11 @@ TEST(FuzzRegression, SamplerPenaltyOverflowingAFiniteLogit) {
   EXPECT_EQ(run_file("sampler", "crash-penalty-temperature-overflow-to-inf"), "");
 }
 
+TEST(FuzzRegression, SamplerFrequencyPenaltyOnAMaskedLogit) {
+  // Frequency penalty -3e38 on a token generated 4 times: 4 * -3e38 overflows to -inf, and a
+  // masked logit (-inf) minus -inf was NaN: the draw could pick the masked token.
+  EXPECT_EQ(run_file("sampler", "crash-frequency-penalty-masked-logit"), "");
+}
+
 }  // namespace
 }  // namespace kvlm::fuzz

@@ -300,6 +300,19 @@ TEST(Penalties, SameResultOnAReorderedCandidateSet) {
   }
 }
 
+TEST(Penalties, NeverUnmaskAToken) {
+  // A masked logit (-inf) stays -inf under every penalty, even one whose product with the
+  // token's count overflows (4 * -3e38 = -inf, and -inf - -inf would be NaN).
+  const std::vector<TokenId> repeated = {0, 0, 0, 0};
+  const std::vector<float> logits = {-kInf, 1.0f};
+  auto freq = make_presence_frequency_sampler(-3e38f, -3e38f);
+  const Candidates f = run(*freq, logits, {{}, repeated});
+  EXPECT_EQ(f.items[0].logit, -kInf);
+  auto rep = make_repetition_penalty_sampler(1e-30f);
+  const Candidates r = run(*rep, logits, {repeated, repeated});
+  EXPECT_EQ(r.items[0].logit, -kInf);
+}
+
 TEST(Penalties, ChainAppliesThemBeforeGreedy) {
   SamplingParams p;
   p.temperature = 0.0f;
