@@ -32,7 +32,7 @@ fi
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVLM_FUZZ=ON \
-  -DKVLM_BUILD_TESTS=OFF "${launcher[@]}" >/dev/null
+  "${launcher[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target "${run[@]/#/fuzz_}"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
