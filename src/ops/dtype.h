@@ -99,15 +99,24 @@ uint16_t f32_to_f16(float f);  // round to nearest even
 // Element i of a quantized array (in ops/quant.cpp): the value dequantize_row gives it.
 float load_quantized_as_f32(const void* data, DType type, size_t i);
 
-// Widens element i of a weight array stored as `type`.
+// Widens element i of a weight array stored as `type`. The array need not be aligned to its
+// type: a GGUF file may declare general.alignment 1 or 2, and the loaders read such tensors
+// through here to copy them (memcpy compiles to the same single load; a cast would be undefined
+// behaviour there, found by the gguf fuzz target).
 inline float load_as_f32(const void* data, DType type, size_t i) {
+  const auto* bytes = static_cast<const std::byte*>(data);
   switch (type) {
-    case DType::kF32:
-      return static_cast<const float*>(data)[i];
+    case DType::kF32: {
+      float value;
+      std::memcpy(&value, bytes + i * sizeof(float), sizeof(float));
+      return value;
+    }
     case DType::kF16:
-      return f16_to_f32(static_cast<const uint16_t*>(data)[i]);
-    case DType::kBF16:
-      return bf16_to_f32(static_cast<const uint16_t*>(data)[i]);
+    case DType::kBF16: {
+      uint16_t half;
+      std::memcpy(&half, bytes + i * sizeof(uint16_t), sizeof(uint16_t));
+      return type == DType::kF16 ? f16_to_f32(half) : bf16_to_f32(half);
+    }
     default:
       return load_quantized_as_f32(data, type, i);
   }

@@ -72,6 +72,12 @@ TEST(FuzzRegression, GgufCutInsideThePaddingBeforeTheData) {
   EXPECT_EQ(run_file("gguf", "crash-data-section-past-end"), "");
 }
 
+TEST(FuzzRegression, GgufF32TensorMisalignedByAnAlignmentOf2) {
+  // general.alignment 2 put an F32 tensor at an address 2 mod 4; reading it as float* was
+  // undefined behaviour (UBSan stops CI's sanitized run of this test without the fix).
+  EXPECT_EQ(run_file("gguf", "crash-f32-tensor-misaligned-by-alignment-2"), "");
+}
+
 TEST(FuzzRegression, SamplerPenaltyOverflowingAFiniteLogit) {
   // Repetition penalty 1.5e-38 and temperature 0.003 made a finite logit +inf, then NaN
   // probabilities: the draw picked from them.
