@@ -4,8 +4,9 @@
 //
 //   build-*/kernels_bench --benchmark_filter='Matmul/.*/1/'      # decode shapes
 //   build-*/kernels_bench --benchmark_filter='Limits'            # bandwidth and fma peak
+//   build-*/kernels_bench --benchmark_filter='MatmulInCache/.*/8/' # batch 8 without the bus
 //
-// Arguments of BM_Matmul: shape (0 c_attn, 1 attn.c_proj, 2 c_fc, 3 mlp.c_proj, 4 lm_head,
+// Arguments of BM_Matmul and BM_MatmulInCache: shape (0 c_attn, 1 attn.c_proj, 2 c_fc, 3 mlp.c_proj, 4 lm_head,
 // 5-8 shapes 0-3 stored [n_out, n_in]), rows, dtype (0 F32, 1 F16, 2 BF16, 3 Q8_0: stored
 // [n_out, n_in] as quantized weights always are), threads, path (0 auto, 1 row stream or, for
 // [n_out, n_in], the dot-product tiles, 2 tiled).
@@ -67,18 +68,19 @@ std::vector<uint8_t> random_weights(size_t n, DType type) {
   return bytes;
 }
 
-void BM_Matmul(benchmark::State& state) {
+// from_memory: several copies of the weights, used in turn, so decode-sized runs read them from
+// memory and not from the last-level cache; otherwise one copy, which stays in L2 or L3 (the
+// shapes here are 1.2-4.7 MB in F16): the kernel's arithmetic alone, apart from the bus.
+void run_matmul(benchmark::State& state, bool from_memory) {
   const Shape& s = kShapes[state.range(0)];
   const int rows = static_cast<int>(state.range(1));
   const DType type = kTypes[state.range(2)];
   const Parallel par{static_cast<int>(state.range(3))};
   const auto path = static_cast<MatmulPath>(state.range(4));
-  // Several copies of the weights, used in turn, so decode-sized runs read them from memory
-  // and not from the last-level cache.
   const size_t n = static_cast<size_t>(s.n_in) * s.n_out;
   const size_t n_bytes = dtype_bytes(type, n);
   const WeightLayout layout = dtype_is_quantized(type) ? WeightLayout::kOutIn : s.layout;
-  const int n_copies = std::max<size_t>(1, (96u << 20) / n_bytes + 1);
+  const int n_copies = from_memory ? std::max<size_t>(1, (96u << 20) / n_bytes + 1) : 1;
   std::vector<std::vector<uint8_t>> weights;
   for (int c = 0; c < n_copies; ++c) weights.push_back(random_weights(n, type));
   std::vector<float> x(static_cast<size_t>(rows) * s.n_in, 0.5f), bias(s.n_out, 0.1f);
@@ -90,12 +92,15 @@ void BM_Matmul(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
     c = (c + 1) % n_copies;
   }
-  state.SetLabel(std::string(s.name) + " " + dtype_name(type));
+  state.SetLabel(std::string(s.name) + " " + dtype_name(type) + (from_memory ? "" : " in cache"));
   state.counters["weight_GBps"] = benchmark::Counter(
       static_cast<double>(n_bytes) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
   state.counters["GFLOPs"] =
       benchmark::Counter(2.0 * n * rows * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
+
+void BM_Matmul(benchmark::State& state) { run_matmul(state, true); }
+void BM_MatmulInCache(benchmark::State& state) { run_matmul(state, false); }
 
 void MatmulArgs(benchmark::internal::Benchmark* b) {
   for (int shape = 0; shape < 5; ++shape)
@@ -125,6 +130,19 @@ void MatmulArgs(benchmark::internal::Benchmark* b) {
     }
 }
 BENCHMARK(BM_Matmul)->Apply(MatmulArgs)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// The decode kernels' arithmetic with the weights in cache (all shapes but the 77 MB head):
+// GFLOPs against BM_Limits_FmaThroughput says how far batch-8 decode could go on a fast bus.
+void MatmulInCacheArgs(benchmark::internal::Benchmark* b) {
+  for (int shape : {0, 1, 2, 3, 5, 6, 7, 8})
+    for (int rows : {1, 8})
+      for (int type : {0, 1})
+        for (int threads : {1, 2}) b->Args({shape, rows, type, threads, 0});
+}
+BENCHMARK(BM_MatmulInCache)
+    ->Apply(MatmulInCacheArgs)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // One decode row attending over `ctx` cached positions, GPT-2's 12 heads of 64.
 void BM_Attention(benchmark::State& state) {
