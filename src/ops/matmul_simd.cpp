@@ -27,6 +27,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "ops/matmul_internal.h"
 #include "ops/prefetch.h"
@@ -442,7 +443,20 @@ static_assert(kStreamMaxRows == 8, "InOutStream's switch covers 1..8 rows");
 // at 2 threads, interleaved rounds in one process: 0.88x the step time (F16), 0.85x (F32);
 // 6 x 4 and 4 x 6 tiles were no better, 2 x 8 no faster than 2 x 4. The tile shape never
 // changes an output's chain, so the bits are the same.
-constexpr int kOutInOutsN = kVecRegs == 32 && kDotVecs == 1 ? 4 : kDotOutsN;
+// On AVX2 (16 registers, two vectors per 16 lanes) 16-bit weights take 3 outputs x 2 rows:
+// kDotOutsN x kDotRowsN's 2 x 3 holds 12 accumulators, 3 x vectors and a widened weight, all 16
+// registers, and the compiler then folded the x loads into the fmas (perf annotate: 16 loads
+// for 12 fmas); 3 x 2 leaves a register free and loads 10. The 50,257 x 768 head, F16, 8 rows,
+// 2 threads (kernels_bench BM_Matmul/4/8/1/2/0, 4 interleaved pairs): 8.7-10.4 ms -> 6.5-7.7 ms.
+// F32 weights, which the fmas read straight from memory, stay at 2 x 3 (3 x 2 was 5-25% slower).
+template <typename WT>
+constexpr bool kOutInAvx2Narrow = kVecRegs == 16 && kDotVecs == 2 && sizeof(WT) == 2;
+template <typename WT>
+constexpr int kOutInOutsN = kVecRegs == 32 && kDotVecs == 1 ? 4
+                            : kOutInAvx2Narrow<WT>         ? 3
+                                                           : kDotOutsN;
+template <typename WT>
+constexpr int kOutInRowsN = kOutInAvx2Narrow<WT> ? 2 : kDotRowsN;
 
 // Output tile t: outputs [t * RO, t * RO + RO) for all rows (fewer at the end).
 template <int RO, int RR, typename WT>
@@ -522,7 +536,8 @@ void MatmulImpl(float* out, const float* x, const WeightMatrix& w, const float* 
       } else if (T == 1) {
         OutInAll<kDotOuts1, 1>(out, x, wt, bias, T, I, O, n_threads);
       } else {
-        OutInAll<kOutInOutsN, kDotRowsN>(out, x, wt, bias, T, I, O, n_threads);
+        using WT = std::remove_cv_t<std::remove_pointer_t<decltype(wt)>>;
+        OutInAll<kOutInOutsN<WT>, kOutInRowsN<WT>>(out, x, wt, bias, T, I, O, n_threads);
       }
       return;
     }
