@@ -6,10 +6,10 @@
 //   build-*/kernels_bench --benchmark_filter='Limits'            # bandwidth and fma peak
 //   build-*/kernels_bench --benchmark_filter='MatmulInCache/.*/8/' # batch 8 without the bus
 //
-// Arguments of BM_Matmul and BM_MatmulInCache: shape (0 c_attn, 1 attn.c_proj, 2 c_fc, 3 mlp.c_proj, 4 lm_head,
-// 5-8 shapes 0-3 stored [n_out, n_in]), rows, dtype (0 F32, 1 F16, 2 BF16, 3 Q8_0: stored
-// [n_out, n_in] as quantized weights always are), threads, path (0 auto, 1 row stream or, for
-// [n_out, n_in], the dot-product tiles, 2 tiled).
+// Arguments of BM_Matmul and BM_MatmulInCache: shape (0 c_attn, 1 attn.c_proj, 2 c_fc,
+// 3 mlp.c_proj, 4 lm_head, 5-8 shapes 0-3 stored [n_out, n_in]), rows, dtype (0 F32, 1 F16,
+// 2 BF16, 3 Q8_0: stored [n_out, n_in] as quantized weights always are), threads, path (0 auto,
+// 1 row stream or, for [n_out, n_in], the dot-product tiles, 2 tiled).
 #include <benchmark/benchmark.h>
 
 #include <random>

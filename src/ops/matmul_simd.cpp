@@ -447,8 +447,8 @@ static_assert(kStreamMaxRows == 8, "InOutStream's switch covers 1..8 rows");
 // kDotOutsN x kDotRowsN's 2 x 3 holds 12 accumulators, 3 x vectors and a widened weight, all 16
 // registers, and the compiler then folded the x loads into the fmas (perf annotate: 16 loads
 // for 12 fmas); 3 x 2 leaves a register free and loads 10. The 50,257 x 768 head, F16, 8 rows,
-// 2 threads (kernels_bench BM_Matmul/4/8/1/2/0, 4 interleaved pairs): 8.7-10.4 ms -> 6.5-7.7 ms.
-// F32 weights, which the fmas read straight from memory, stay at 2 x 3 (3 x 2 was 5-25% slower).
+// 2 threads (kernels_bench BM_Matmul/4/8/1/2/0, 6 interleaved pairs): 7.0-10.4 ms -> 6.4-7.7 ms.
+// F32 weights, which the fmas read straight from memory, stay at 2 x 3 (3 x 2 was 5-33% slower).
 template <typename WT>
 constexpr bool kOutInAvx2Narrow = kVecRegs == 16 && kDotVecs == 2 && sizeof(WT) == 2;
 template <typename WT>
