@@ -168,8 +168,10 @@ BENCHMARK(BM_Attention)->Arg(128)->Arg(900)->Unit(benchmark::kMicrosecond);
 
 // A decode step's attention as the model runs it: `batch` rows (one per sequence, each with
 // `ctx` positions cached) attending in each of GPT-2's 12 layers over a real fp32 cache of
-// 12 x batch x ctx rows (66 MB at 900 positions, one sequence: more than any L3 here), on 2
-// threads. kv_GBps against BM_Limits_ReadBandwidth/2 is attention's fraction of the bus.
+// 12 x batch x ctx rows (66 MB at 900 positions, one sequence: more than the L3 of the Zen
+// machines here; the Sapphire Rapids VM reports 480 MB of L3 and reads these at 36-51 GB/s
+// against a 31-35 GB/s bus, so there the figure is an upper bound), on 2 threads. kv_GBps
+// against BM_Limits_ReadBandwidth/2 is attention's fraction of the bus.
 void BM_AttendRowsFromMemory(benchmark::State& state) {
   const int ctx = static_cast<int>(state.range(0)), batch = static_cast<int>(state.range(1));
   const int n_layer = 12, H = 12, D = 64, kv_dim = H * D;
