@@ -53,7 +53,7 @@ Result<TimedRun> time_prefill(Model& model, int n_tokens, int repeats, const Par
     run.kv_bytes = cache.allocated_bytes();
   }
   const ChunkShape shape{0, n_tokens};
-  run.cost = forward_step_cost(c, model.weight_bytes(), {&shape, 1});
+  run.cost = forward_step_cost(c, model.weight_bytes(), {&shape, 1}, kv);
   return run;
 }
 
@@ -101,7 +101,7 @@ Result<TimedRun> time_decode(Model& model, int batch, int context, int n_steps, 
   }
   for (int k = 0; k < n_steps; ++k) {
     const std::vector<ChunkShape> shapes(batch, ChunkShape{first_timed_pos + k, 1});
-    const StepCost cost = forward_step_cost(c, model.weight_bytes(), shapes);
+    const StepCost cost = forward_step_cost(c, model.weight_bytes(), shapes, kv);
     run.cost.flops += cost.flops;
     run.cost.bytes += cost.bytes;
   }
@@ -140,7 +140,7 @@ Result<CacheExperiment> run_cache_experiment(Model& model,
     StepCost& total = use_cache ? e.cached_cost : e.uncached_cost;
     double& roofline = use_cache ? e.roofline_cached_seconds : e.roofline_uncached_seconds;
     for (const auto& step : generation_steps(e.prompt_lengths, max_new_tokens, use_cache)) {
-      const StepCost cost = forward_step_cost(c, model.weight_bytes(), step);
+      const StepCost cost = forward_step_cost(c, model.weight_bytes(), step, kv);
       total.flops += cost.flops;
       total.bytes += cost.bytes;
       roofline += roofline_seconds(cost, rates);

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "kv/kv_cache.h"
 #include "model/config.h"
 
 namespace kvlm {
@@ -32,8 +33,11 @@ struct MachineRates {
 // weight_bytes: what Model::weight_bytes() reports (every weight read once per step).
 // FLOPs: the projections and MLP for every row (2 x their weights), the output head for each
 // chunk's last row, and attention's q.k and weighted sum over the positions each row sees.
+// kv: how the cache stores its rows: K and V at kv_row_bytes of its dtype (an f16 cache reads
+// half an fp32 one's bytes), and with sinks + a sliding window only the positions the chunk's
+// rows still attend (view_size of each row for the arithmetic).
 StepCost forward_step_cost(const ModelConfig& config, size_t weight_bytes,
-                           std::span<const ChunkShape> chunks);
+                           std::span<const ChunkShape> chunks, const KvStorageOptions& kv = {});
 
 // max(bytes / bandwidth, flops / peak): the least time the step can take.
 double roofline_seconds(const StepCost& cost, const MachineRates& rates);

@@ -30,6 +30,38 @@ TEST(RooflineTest, CostOfAGpt2SmallDecodeStep) {
   EXPECT_DOUBLE_EQ(cost.bytes, 1000.0 + 73728.0 * 129);
 }
 
+TEST(RooflineTest, CacheBytesAreThoseOfTheStoredType) {
+  const ModelConfig c = gpt2_small_config();
+  const ChunkShape decode{128, 1};
+  KvStorageOptions kv;
+  kv.dtype = KvDtype::f16;  // 2 x 12 x 768 x 2 bytes a position
+  EXPECT_DOUBLE_EQ(forward_step_cost(c, 1000, {&decode, 1}, kv).bytes, 1000.0 + 36864.0 * 129);
+  kv.dtype = KvDtype::q8_0;  // 768 int8 and 24 fp16 scales a row
+  EXPECT_DOUBLE_EQ(forward_step_cost(c, 1000, {&decode, 1}, kv).bytes,
+                   1000.0 + 2.0 * 12 * (768 + 48) * 129);
+  // The arithmetic does not depend on how the cache stores its rows.
+  EXPECT_DOUBLE_EQ(forward_step_cost(c, 1000, {&decode, 1}, kv).flops,
+                   forward_step_cost(c, 1000, {&decode, 1}).flops);
+}
+
+TEST(RooflineTest, SlidingWindowBoundsWhatARowReadsAndAttends) {
+  const ModelConfig c = gpt2_small_config();
+  KvStorageOptions kv;
+  kv.window = {64, 4};  // 4 sinks + 60 recent positions
+  // The row at position 200 attends the sinks and positions 141..200: 64 positions.
+  const ChunkShape decode{200, 1};
+  const StepCost cost = forward_step_cost(c, 1000, {&decode, 1}, kv);
+  EXPECT_DOUBLE_EQ(cost.bytes, 1000.0 + 73728.0 * 64);
+  EXPECT_DOUBLE_EQ(cost.flops, 2.0 * 84934656 + 2.0 * 50257 * 768 + 4.0 * 12 * 768 * 64);
+  // A prefill of 100 rows: rows 0..63 see 1..64 positions, rows 64..99 64 each; between them
+  // they read every position once.
+  const ChunkShape prefill{0, 100};
+  const StepCost p = forward_step_cost(c, 0, {&prefill, 1}, kv);
+  EXPECT_DOUBLE_EQ(p.bytes, 73728.0 * 100);
+  EXPECT_DOUBLE_EQ(p.flops, 100 * 2.0 * 84934656 + 2.0 * 50257 * 768 +
+                                4.0 * 12 * 768 * (64.0 * 65 / 2 + 36 * 64));
+}
+
 TEST(RooflineTest, PrefillCountsEveryRowButTheHeadOnce) {
   const ModelConfig c = gpt2_small_config();
   const ChunkShape prefill{0, 4};
