@@ -12,6 +12,7 @@
 // 1 row stream or, for [n_out, n_in], the dot-product tiles, 2 tiled).
 #include <benchmark/benchmark.h>
 
+#include <cstring>
 #include <random>
 #include <vector>
 
