@@ -22,6 +22,7 @@
 #include "ops/attention.h"
 #include "ops/dtype.h"
 #include "ops/matmul.h"
+#include "ops/matmul_bf16amx.h"
 #include "ops/matmul_internal.h"
 #include "ops/quant.h"
 #include "util/huge_pages.h"
@@ -91,11 +92,21 @@ void run_matmul(benchmark::State& state, bool from_memory) {
     weights.emplace_back(bytes.size());
     std::memcpy(weights.back().data(), bytes.data(), bytes.size());
   }
+  // BF16 [n_in, n_out] on AMX: also the tiles the loaders pack (pack_bf16amx_tiles), which are
+  // what the engine's decode reads (without them the kernels pair rows up per call).
+  std::vector<HugePageBuffer> tiles;
+  if (type == DType::kBF16 && layout == WeightLayout::kInOut && bf16_amx_active())
+    for (int c = 0; c < n_copies; ++c) {
+      const WeightMatrix plain{weights[c].data(), type, layout, s.n_in, s.n_out};
+      tiles.emplace_back(bf16amx_tiles_size(plain) * sizeof(uint16_t));
+      pack_bf16amx_tiles(reinterpret_cast<uint16_t*>(tiles.back().data()), plain, 1);
+    }
   std::vector<float> x(static_cast<size_t>(rows) * s.n_in, 0.5f), bias(s.n_out, 0.1f);
   std::vector<float> out(static_cast<size_t>(rows) * s.n_out);
   int c = 0;
   for (auto _ : state) {
-    const WeightMatrix w{weights[c].data(), type, layout, s.n_in, s.n_out};
+    WeightMatrix w{weights[c].data(), type, layout, s.n_in, s.n_out};
+    if (!tiles.empty()) w.amx_tiles = reinterpret_cast<const uint16_t*>(tiles[c].data());
     matmul_forward_path(out.data(), x.data(), w, bias.data(), rows, par, path);
     benchmark::DoNotOptimize(out.data());
     c = (c + 1) % n_copies;
@@ -114,6 +125,7 @@ void MatmulArgs(benchmark::internal::Benchmark* b) {
   for (int shape = 0; shape < 5; ++shape)
     for (int threads : {1, 2}) {
       for (int type = 0; type < 4; ++type) b->Args({shape, 1, type, threads, 0});
+      b->Args({shape, 8, 2, threads, 0});
       b->Args({shape, 8, 3, threads, 0});
       for (int rows : {2, 4, 8}) {
         b->Args({shape, rows, 0, threads, 1});

@@ -127,7 +127,7 @@ void Gpt2Model::layer_forward(int l, float* x, int n_rows, std::span<const Seque
   // x = x + c_proj(gelu(c_fc(ln_2(x))))
   layernorm_forward(state_.xn.data(), x, L.ln_2_weight, L.ln_2_bias, n_rows, C, config_.norm_eps);
   matmul_forward(state_.ff.data(), state_.xn.data(), L.c_fc, L.c_fc_bias, n_rows, par);
-  gelu_forward(state_.ff.data(), T * F);
+  gelu_forward(state_.ff.data(), T * F, par);
   matmul_forward(state_.proj.data(), state_.ff.data(), L.mlp_c_proj, L.mlp_c_proj_bias, n_rows,
                  par);
   for (size_t i = 0; i < T * C; ++i) x[i] += state_.proj[i];

@@ -183,7 +183,7 @@ void LlamaModel::layer_forward(int l, float* x, int n_rows, std::span<const Sequ
   rmsnorm_forward(state_.xn.data(), x, L.ffn_norm, n_rows, C, c.norm_eps);
   matmul_forward(state_.gate.data(), state_.xn.data(), L.w1, L.b1, n_rows, par);
   matmul_forward(state_.up.data(), state_.xn.data(), L.w3, L.b3, n_rows, par);
-  swiglu_forward(state_.gate.data(), state_.gate.data(), state_.up.data(), T * F);
+  swiglu_forward(state_.gate.data(), state_.gate.data(), state_.up.data(), T * F, par);
   matmul_forward(state_.proj.data(), state_.gate.data(), L.w2, L.b2, n_rows, par);
   for (size_t i = 0; i < T * C; ++i) x[i] += state_.proj[i];
 }

@@ -48,6 +48,13 @@ void gelu_forward(float* x, size_t n) {
   HWY_DYNAMIC_DISPATCH(GeluImpl)(x, n);
 }
 
+void gelu_forward(float* x, size_t n, const Parallel& par) {
+  // GPT-2 124M, batch 8 decode on 2 threads: GELU on one thread took 0.26 ms of a 12.8 ms step.
+  for_each_share(n, 64, kMinElementwiseShare, par, [x](size_t begin, size_t end) {
+    HWY_DYNAMIC_DISPATCH(GeluImpl)(x + begin, end - begin);
+  });
+}
+
 void gelu_reference(float* x, size_t n) {
   const float kSqrt2OverPi = 0.7978845608028654f;
   for (size_t i = 0; i < n; ++i) {

@@ -438,7 +438,7 @@ KVLM_AMX_NOINLINE void InOutTilesStreamThread(float* out, const float* x, const 
   _tile_release();
 }
 
-// ---- kOutIn: C 0 (16 outputs x RB rows), A 1 (16 weight rows), B 2 (RB rows of x as pairs).
+// ---- kOutIn: C 0-1 (16 outputs x RB rows each), B 4 (RB rows of x as pairs), A 5-6 (16 weight rows).
 constexpr size_t kOutInBufferPairs = 65536;  // x of a row group as pairs: 256 KB
 
 // xb[c * 16 * RB + kk * RB + r] = (bf16(x[r][32c + 2kk]), bf16(x[r][32c + 2kk + 1])), rows past
@@ -455,6 +455,34 @@ KVLM_AMX_NOINLINE void PackRowsAsPairs(uint32_t* xb, size_t RB, const float* x, 
     }
 }
 
+// The A tile of weight rows [o0, o0 + n_o) x chunk c into tile register `tile`: in place when
+// whole, else zero-padded through `edge` (the matrix's last rows or a short last chunk).
+#define KVLM_AMX_LOAD_W(tile, wt, n_in, n_o, c, full_chunks, edge)                            \
+  do {                                                                                        \
+    if ((n_o) == kLanes && (c) < (full_chunks)) {                                             \
+      _tile_loadd(tile, (wt) + (c) * kChunk, (n_in) * sizeof(uint16_t));                      \
+    } else {                                                                                  \
+      const size_t n_ = std::min(kChunk, (n_in) - (c) * kChunk);                              \
+      for (size_t j_ = 0; j_ < kLanes; ++j_)                                                  \
+        _mm512_store_si512(                                                                   \
+            (edge) + j_ * kChunk,                                                             \
+            j_ < (n_o) ? _mm512_maskz_loadu_epi16(Mask32(n_), (wt) + j_ * (n_in) + (c) * kChunk) \
+                       : _mm512_setzero_si512());                                             \
+      _tile_loadd(tile, edge, 64);                                                            \
+    }                                                                                         \
+  } while (0)
+
+// Two output tiles (32 weight rows) run together, C 0-1 over one B tile (4) and A tiles 5-6, so
+// a second chain keeps the unit busy while a tile load waits (tile registers are not renamed: with
+// one chain each weight load waited for the previous product). The rows' lines of chunk
+// c + kOutInChunksAhead (running on into the next pair's first chunks) are fetched into L1 as
+// chunk c is read; the old order, one tile at a time with the next tile's lines of the same
+// chunk fetched, read GPT-2's head at 8 rows at 26-29 GB/s where this reads it at 31-37 (1 row:
+// 32-41 either way; interleaved kernels_bench rounds, docs/performance.md). Four tiles at a time
+// read 1 row slower (30-37 GB/s); 8 chunks ahead: within noise.
+constexpr size_t kOutInGroup = 2;
+constexpr size_t kOutInChunksAhead = 4;
+
 KVLM_AMX_NOINLINE void OutInThread(float* out, const float* x, const uint16_t* w, const float* bias,
                                    size_t n_rows, size_t n_in, size_t n_out, size_t t, size_t nt) {
   const size_t n_tiles = (n_out + kLanes - 1) / kLanes;
@@ -464,12 +492,16 @@ KVLM_AMX_NOINLINE void OutInThread(float* out, const float* x, const uint16_t* w
   const size_t cap = std::max<size_t>(1, kOutInBufferPairs / (n_chunks * kLanes));
   const size_t RB = std::min({kLanes, n_rows, cap});
   TileConfig cfg;
-  cfg.rows[0] = 16;
-  cfg.colsb[0] = static_cast<uint16_t>(4 * RB);
-  cfg.rows[1] = 16;
-  cfg.colsb[1] = 64;
-  cfg.rows[2] = 16;
-  cfg.colsb[2] = static_cast<uint16_t>(4 * RB);
+  for (int k = 0; k < 2; ++k) {  // C: 16 outputs x RB rows
+    cfg.rows[k] = 16;
+    cfg.colsb[k] = static_cast<uint16_t>(4 * RB);
+  }
+  cfg.rows[4] = 16;  // B: 16 pairs x RB rows
+  cfg.colsb[4] = static_cast<uint16_t>(4 * RB);
+  for (int k = 5; k < 7; ++k) {  // A: 16 weight rows x 32
+    cfg.rows[k] = 16;
+    cfg.colsb[k] = 64;
+  }
   _tile_loadconfig(&cfg);
   alignas(64) uint32_t stack_xb[kOutInBufferPairs];
   std::vector<uint32_t> heap_xb;  // rows too long for the stack buffer (over 65,536 inputs)
@@ -479,41 +511,49 @@ KVLM_AMX_NOINLINE void OutInThread(float* out, const float* x, const uint16_t* w
     xb = heap_xb.data();
   }
   alignas(64) uint16_t edge[kTileElems];  // a weight tile past the matrix's last row or column
-  alignas(64) float cs[256];
+  alignas(64) float cs[kOutInGroup][256];
   const size_t full_chunks = n_in / kChunk;
+  const size_t rows_end = std::min(n_out, t1 * kLanes);  // this thread's last weight row + 1
   for (size_t g = 0; g < n_rows; g += RB) {
     const size_t rows = std::min(RB, n_rows - g);
     PackRowsAsPairs(xb, RB, x + g * n_in, n_in, rows, n_chunks);
-    for (size_t tile = t0; tile < t1; ++tile) {
-      const size_t o0 = tile * kLanes, n_o = std::min(kLanes, n_out - o0);
+    for (size_t tg = t0; tg < t1; tg += kOutInGroup) {
+      const size_t ng = std::min(kOutInGroup, t1 - tg);
+      const size_t o0 = tg * kLanes;
       const uint16_t* wt = w + o0 * n_in;
-      const bool next = tile + 1 < t1;
+      size_t n_o[kOutInGroup] = {};
+      for (size_t k = 0; k < ng; ++k) n_o[k] = std::min(kLanes, n_out - o0 - k * kLanes);
       _tile_zero(0);
+      _tile_zero(1);
       for (size_t c = 0; c < n_chunks; ++c) {
-        if (next)  // the next tile's weights as these are read: one stream in order
-          for (size_t j = 0; j < kLanes; ++j)
-            _mm_prefetch(reinterpret_cast<const char*>(wt + (kLanes + j) * n_in + c * kChunk),
-                         _MM_HINT_T0);
-        if (n_o == kLanes && c < full_chunks) {
-          _tile_loadd(1, wt + c * kChunk, n_in * sizeof(uint16_t));
-        } else {
-          const size_t n = std::min(kChunk, n_in - c * kChunk);
-          for (size_t j = 0; j < kLanes; ++j)
-            _mm512_store_si512(edge + j * kChunk,
-                               j < n_o
-                                   ? _mm512_maskz_loadu_epi16(Mask32(n), wt + j * n_in + c * kChunk)
-                                   : _mm512_setzero_si512());
-          _tile_loadd(1, edge, 64);
+        {  // this group's rows kOutInChunksAhead chunks on, or the next group's first chunks
+          const size_t ahead = c + kOutInChunksAhead;
+          const size_t r0 = ahead < n_chunks ? o0 : o0 + ng * kLanes;
+          const size_t ca = ahead < n_chunks ? ahead : ahead - n_chunks;
+          const size_t r1 = std::min(r0 + kOutInGroup * kLanes, rows_end);
+          if (ca < n_chunks)
+            for (size_t r = r0; r < r1; ++r)
+              _mm_prefetch(reinterpret_cast<const char*>(w + r * n_in + ca * kChunk),
+                           _MM_HINT_T0);
         }
-        _tile_loadd(2, xb + c * kLanes * RB, 4 * RB);
-        _tile_dpbf16ps(0, 1, 2);
+        _tile_loadd(4, xb + c * kLanes * RB, 4 * RB);
+        KVLM_AMX_LOAD_W(5, wt, n_in, n_o[0], c, full_chunks, edge);
+        _tile_dpbf16ps(0, 5, 4);
+        if (ng > 1) {
+          KVLM_AMX_LOAD_W(6, wt + kLanes * n_in, n_in, n_o[1], c, full_chunks, edge);
+          _tile_dpbf16ps(1, 6, 4);
+        }
       }
-      _tile_stored(0, cs, 4 * RB);
-      for (size_t r = 0; r < rows; ++r)
-        for (size_t j = 0; j < n_o; ++j) {
-          const float sum = cs[j * RB + r];
-          out[(g + r) * n_out + o0 + j] = bias ? sum + bias[o0 + j] : sum;
-        }
+      _tile_stored(0, cs[0], 4 * RB);
+      if (ng > 1) _tile_stored(1, cs[1], 4 * RB);
+      for (size_t k = 0; k < ng; ++k) {
+        const size_t ok = o0 + k * kLanes;
+        for (size_t r = 0; r < rows; ++r)
+          for (size_t j = 0; j < n_o[k]; ++j) {
+            const float sum = cs[k][j * RB + r];
+            out[(g + r) * n_out + ok + j] = bias ? sum + bias[ok + j] : sum;
+          }
+      }
     }
   }
   _tile_release();

@@ -6,11 +6,15 @@
 
 #include <cstddef>
 
+#include "ops/parallel.h"
+
 namespace kvlm {
 
 // out [n] = (gate * (1 / (1 + exp(-gate)))) * up, in float in that order (run.c's). out may
 // equal gate or up.
 void swiglu_forward(float* out, const float* gate, const float* up, size_t n);
+// The same bits, split over par's threads when n is long enough to repay waking them.
+void swiglu_forward(float* out, const float* gate, const float* up, size_t n, const Parallel& par);
 
 // Scalar reference in double precision, for tests.
 void swiglu_reference(float* out, const float* gate, const float* up, size_t n);

@@ -67,5 +67,20 @@ TEST(GeluTest, AnElementsBitsDoNotDependOnItsPosition) {
   });
 }
 
+TEST(GeluTest, SplitOverThreadsGivesTheSameBits) {
+  std::mt19937 rng(11);
+  for (size_t n : {size_t{3072}, size_t{16384}, size_t{24576 + 37}, size_t{50001}}) {
+    const std::vector<float> x = inputs(n, rng);
+    std::vector<float> one = x;
+    gelu_forward(one.data(), n);
+    for (int threads : {1, 2, 3, 4}) {
+      std::vector<float> split = x;
+      gelu_forward(split.data(), n, Parallel{threads});
+      ASSERT_EQ(std::memcmp(split.data(), one.data(), n * sizeof(float)), 0)
+          << "n " << n << " threads " << threads;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvlm

@@ -60,6 +60,20 @@ TEST(LlamaOps, SwigluMatchesReference) {
   EXPECT_NEAR(out[1], 60.0f, 1e-4f);
 }
 
+TEST(LlamaOps, SwigluSplitOverThreadsGivesTheSameBits) {
+  for (size_t n : {size_t{11008}, size_t{8 * 11008 + 5}}) {
+    const std::vector<float> gate = random_floats(n, 3, 4.0f), up = random_floats(n, 4);
+    std::vector<float> one(n);
+    swiglu_forward(one.data(), gate.data(), up.data(), n);
+    for (int threads : {2, 3}) {
+      std::vector<float> split(n);
+      swiglu_forward(split.data(), gate.data(), up.data(), n, Parallel{threads});
+      ASSERT_EQ(std::memcmp(split.data(), one.data(), n * sizeof(float)), 0)
+          << "n " << n << " threads " << threads;
+    }
+  }
+}
+
 TEST(LlamaOps, RopeMatchesReferenceAndRotates) {
   for (int D : {2, 4, 6, 8, 64, 128}) {
     for (float theta : {10000.0f, 500000.0f}) {
