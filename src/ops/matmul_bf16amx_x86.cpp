@@ -438,7 +438,8 @@ KVLM_AMX_NOINLINE void InOutTilesStreamThread(float* out, const float* x, const 
   _tile_release();
 }
 
-// ---- kOutIn: C 0-1 (16 outputs x RB rows each), B 4 (RB rows of x as pairs), A 5-6 (16 weight rows).
+// ---- kOutIn: C 0-1 (16 outputs x RB rows each), B 4 (RB rows of x as pairs), A 5-6 (16 weight
+// rows).
 constexpr size_t kOutInBufferPairs = 65536;  // x of a row group as pairs: 256 KB
 
 // xb[c * 16 * RB + kk * RB + r] = (bf16(x[r][32c + 2kk]), bf16(x[r][32c + 2kk + 1])), rows past

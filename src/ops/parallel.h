@@ -25,7 +25,8 @@ inline constexpr size_t kMinElementwiseShare = 8192;
 template <class F>
 void for_each_share(size_t n, size_t align, size_t min_share, const Parallel& par, F&& f) {
   const size_t blocks = (n + align - 1) / align;
-  const size_t most = std::min<size_t>(std::max(par.n_threads, 1), n / std::max<size_t>(min_share, 1));
+  const size_t most =
+      std::min<size_t>(std::max(par.n_threads, 1), n / std::max<size_t>(min_share, 1));
   const int n_threads = static_cast<int>(std::clamp<size_t>(most, 1, std::max<size_t>(blocks, 1)));
   if (n_threads == 1) {
     f(size_t{0}, n);

@@ -12,8 +12,7 @@ void swiglu_forward(float* out, const float* gate, const float* up, size_t n) {
   }
 }
 
-void swiglu_forward(float* out, const float* gate, const float* up, size_t n,
-                    const Parallel& par) {
+void swiglu_forward(float* out, const float* gate, const float* up, size_t n, const Parallel& par) {
   for_each_share(n, 64, kMinElementwiseShare, par, [&](size_t begin, size_t end) {
     swiglu_forward(out + begin, gate + begin, up + begin, end - begin);
   });
