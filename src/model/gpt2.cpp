@@ -10,6 +10,7 @@
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
 #include "ops/matmul_bf16amx.h"
+#include "ops/weight_strips.h"
 
 namespace kvlm {
 
@@ -39,6 +40,20 @@ Result<std::unique_ptr<Gpt2Model>> Gpt2Model::create(ModelConfig config, Gpt2Wei
           pack_bf16amx_tiles(tiles, *m, omp_get_max_threads());
           m->amx_tiles = tiles;
         }
+  // F16 weights are repacked as column strips for batched decode (ops/weight_strips.h; a second
+  // copy, like AMX's tiles); decode of one sequence keeps reading the matrices as stored.
+  if (storage) {
+    std::vector<WeightMatrix*> all = {&weights.lm_head};
+    for (Gpt2Layer& L : weights.layers)
+      for (WeightMatrix* m : {&L.c_attn, &L.attn_c_proj, &L.c_fc, &L.mlp_c_proj}) all.push_back(m);
+    for (WeightMatrix* m : all)
+      if (wants_weight_strips(*m)) {
+        auto* strips = static_cast<uint16_t*>(
+            storage->owned.allocate(weight_strips_size(*m) * sizeof(uint16_t)));
+        pack_weight_strips(strips, *m, omp_get_max_threads());
+        m->strips = strips;
+      }
+  }
   return std::unique_ptr<Gpt2Model>(
       new Gpt2Model(config, std::move(weights), std::move(storage), std::move(source)));
 }

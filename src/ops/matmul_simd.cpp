@@ -18,6 +18,8 @@
 //     on the tile kernel above, the 16 lanes added by the same tree at the end: the prefill
 //     kernel (GPT-2 124M shapes at 128 rows, AVX2: 1.2-2.7x faster than the dot tiles; over the
 //     four layer shapes as fast as kInOut's tiled kernel, 0.97-0.99x the time).
+// F16 weights packed at load as column strips (either layout, ops/weight_strips.h): batched
+// decode of 3..8 rows runs the row stream's register tiles over them (matmul_strips-inl.h).
 //
 // An OpenMP parallel region here only calls a HWY_NOINLINE function of this target: clang
 // (14 at least) compiles a region's body as a separate outlined function that does not get the
@@ -47,6 +49,8 @@
 #include "ops/matmul_outin-inl.h"
 #include "ops/matmul_outin_tiled-inl.h"
 #include "ops/matmul_register_tile-inl.h"
+#include "ops/matmul_stream_tile-inl.h"
+#include "ops/matmul_strips-inl.h"
 #include "ops/simd_weights-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -263,54 +267,8 @@ void InOutStreamRange(float* out, const float* x, const WT* w, const float* bias
   }
 }
 
-// Row stream with register tiles (3..8 rows): the accumulators of RP rows x NV vectors stay in
-// registers for kTileI weight rows at a time, each weight vector loaded feeding RP fmas with x
-// broadcast straight from the packed block, where InOutStreamRange loads and stores every
-// accumulator every four weight rows (its batch-8 decode ran at the load ports' rate). The
-// chunk's accumulators go back to L1 between tiles: the same chains, so the same bits. Weights
-// are read row segment by row segment within a chunk, the next tile's rows fetched (T0) while
-// this one runs: without that fetch the kernel took 2.2x as long; two tiles ahead, T1 hints,
-// 16 or 64 rows per tile: within the noise or worse (perf samples, F16 batch-8 decode).
-constexpr int kStreamAccRegs = kVecRegs == 32 ? 24 : 12;  // accumulators a register tile holds
-constexpr size_t kTileI = 32;                             // weight rows per register pass
-
-template <int R>
-constexpr int kRegPassRows = kVecRegs == 32 || R <= 4 ? R : (R + 1) / 2;
-template <int R>
-constexpr int kRegTileVecs = std::max(1, kStreamAccRegs / kRegPassRows<R>);
-
-// Rows [0, RP) of the packed x block (stride R a step), NV vectors of columns (the last one n_last
-// lanes wide when n_last < kN): kb more steps of each chain, accumulators loaded from and stored
-// to acc (row stride acc_stride). ahead: where the next tile's weights for these columns start.
-template <int RP, int NV, int R, typename WT>
-HWY_INLINE void InOutRegTile(float* HWY_RESTRICT acc, size_t acc_stride,
-                             const float* HWY_RESTRICT xp, const WT* HWY_RESTRICT w, size_t n_out,
-                             size_t kb, size_t n_last, const WT* ahead) {
-  const DF df;
-  VF a[RP][NV];
-  for (int r = 0; r < RP; ++r)
-    for (int v = 0; v < NV; ++v) a[r][v] = hn::Load(df, acc + r * acc_stride + v * kN);
-  constexpr size_t kBytes = NV * kN * sizeof(WT);
-  for (size_t k = 0; k < kb; ++k) {
-    if (ahead) {
-      const char* next = reinterpret_cast<const char*>(ahead + k * n_out);
-      for (size_t b = 0; b < kBytes; b += 64) PrefetchToL2(next + b);
-      PrefetchToL2(next + kBytes - 1);
-    }
-    const WT* wk = w + k * n_out;
-    VF wv[NV];
-    for (int v = 0; v < NV; ++v)
-      wv[v] = v == NV - 1 && n_last < kN ? LoadWeightsN(df, wk + v * kN, n_last)
-                                         : LoadWeights(df, wk + v * kN);
-    for (int r = 0; r < RP; ++r) {
-      const VF xv = hn::Set(df, xp[k * R + r]);
-      for (int v = 0; v < NV; ++v) a[r][v] = hn::MulAdd(xv, wv[v], a[r][v]);
-    }
-  }
-  for (int r = 0; r < RP; ++r)
-    for (int v = 0; v < NV; ++v) hn::Store(a[r][v], df, acc + r * acc_stride + v * kN);
-}
-
+// Row stream with register tiles (3..8 rows): InOutRegTile (matmul_stream_tile-inl.h) over each
+// chunk of columns, rows of the matrix as stored.
 // Rows [0, RP) over a chunk of nv full vectors and n_tail more lanes: tiles of NV vectors, then
 // single vectors for what is left.
 template <int RP, int NV, int R, typename WT>
@@ -529,6 +487,11 @@ void MatmulImpl(float* out, const float* x, const WeightMatrix& w, const float* 
   if (n_rows <= 0 || w.n_out <= 0) return;
   n_threads = std::max(n_threads, 1);
   const size_t T = n_rows, I = w.n_in, O = w.n_out;
+  // F16 strips packed at load: batched decode reads them (the same bits as the kernels below).
+  const bool decode =
+      path == MatmulPath::kRowStream || (path == MatmulPath::kAuto && T <= kStreamMaxRows);
+  if (w.strips && w.dtype == DType::kF16 && decode && StripsTake(T))
+    return StripsForward(out, x, w, bias, T, n_threads);
   VisitWeights(w.data, w.dtype, [&](const auto* wt) {
     if (w.layout == WeightLayout::kOutIn) {
       if (path == MatmulPath::kTiled || (path == MatmulPath::kAuto && T > kStreamMaxRows)) {

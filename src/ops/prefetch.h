@@ -15,11 +15,13 @@ namespace kvlm {
 // 100 tok/s, BF16 on vdpbf16ps 92 -> 105-110; F32 batch 8 221-226 -> 268; attention over 900
 // cached positions (Q4_0) 152 -> 170. The AMX kernels keep prefetcht0 (102 against 94-97 tok/s
 // with T2): their tile loads want the lines in L1. Prefetches never change a result.
-// A template, instantiated in each Highway target's code: as a plain inline function GCC 12
-// emitted half of these prefetches (1047 -> 488 in the binary) and F16 decode fell from 106
-// to 72 tok/s.
+// Always inlined: the one out-of-line copy is compiled for baseline x86-64, GCC then declines to
+// inline it into the Highway targets' code (another target's options), finds that a call to it
+// has no effect on memory it can see, and deletes the call. Which calls that hit changed with
+// unrelated code (a template here was enough for a while, then a new kernel in matmul_simd.cpp
+// took 665 prefetches down to 386 and F16 decode at batch 1 from 128 to 110 tok/s).
 template <typename T>
-inline void PrefetchToL2(const T* p) {
+__attribute__((always_inline)) inline void PrefetchToL2(const T* p) {
 #if defined(__x86_64__) || defined(_M_X64)
   _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T2);
 #else

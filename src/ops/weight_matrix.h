@@ -23,6 +23,10 @@ struct WeightMatrix {
   // ops/matmul_bf16amx.h), made once at load; the AMX kernels then read tiles in place instead
   // of pairing rows up on every call (the same bits either way).
   const uint16_t* amx_tiles = nullptr;
+  // When set: the same F16 kInOut weights as 48-column strips (pack_weight_strips,
+  // ops/weight_strips.h), made once at load; batched decode's register tiles then read one
+  // sequential stream (the same bits either way).
+  const uint16_t* strips = nullptr;
 
   size_t n_bytes() const { return dtype_bytes(dtype, static_cast<size_t>(n_in) * n_out); }
 };

@@ -10,6 +10,7 @@
 #include "openmp_wait.h"
 #include "ops/matmul_bf16amx.h"
 #include "ops/matmul_bf16dot.h"
+#include "ops/weight_strips.h"
 
 int main(int argc, char** argv) {
   kvlm::cli::set_openmp_wait_and_reexec(argv);
@@ -19,6 +20,10 @@ int main(int argc, char** argv) {
   // KVLM_AMX=0: BF16 weights take vdpbf16ps where AMX would run them (docs/performance.md).
   if (const char* amx = std::getenv("KVLM_AMX"); amx != nullptr && std::string(amx) == "0")
     kvlm::set_bf16_amx_enabled(false);
+  // KVLM_STRIPS=0: F16 weights are not repacked for batched decode (ops/weight_strips.h).
+  if (const char* strips = std::getenv("KVLM_STRIPS");
+      strips != nullptr && std::string(strips) == "0")
+    kvlm::set_weight_strips_enabled(false);
   CLI::App app{
       "kvlm: transformer inference built around its KV cache (GPT-2 from Hugging Face folders).\n"
       "Run 'kvlm CMD --help' for a command's flags."};

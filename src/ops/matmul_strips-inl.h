@@ -1,0 +1,207 @@
+// Batched decode (3..8 rows) over F16 weights packed at load as column strips
+// (ops/weight_strips.h): the row stream's register tiles (matmul_stream_tile-inl.h) read each strip
+// as one contiguous stream. kInOut: a strip is 48 columns of W, rows in order. kOutIn: a strip is
+// 48 outputs, their elements grouped by lane class (i % 16), so each lane's chain of matmul.h's
+// 16-lane order is a kInOut chain over that class, and the 16 lane sums are added by matmul.h's
+// tree, 48 outputs at a time. Every output keeps its stated order, so the bits are those of the
+// kernels that read the matrix as stored. Include in a file compiled per target, after
+// hwy/foreach_target.h.
+//
+// Why (GPT-2 124M shape, F16, batch 8, 2 threads of a Sapphire Rapids VM, 2026-12-03): the layers'
+// matrices took 7.6 ms a step as stored (register tiles over 96-byte pieces of rows kilobytes
+// apart) and 6.8 ms as strips; the output head 4.4 ms through the dot tiles (their lane sums and
+// a weight widened once per 4 rows) and 3.4 ms as lane-class strips (kernels_bench in cache:
+// 214-255 -> 289-307 GFLOP/s on the [O, I] layer shapes, 245-267 -> 341-348 on [I, O]).
+
+// Per-target include guard: this file is included once per Highway target.
+#if defined(KVLM_OPS_MATMUL_STRIPS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef KVLM_OPS_MATMUL_STRIPS_INL_H_
+#undef KVLM_OPS_MATMUL_STRIPS_INL_H_
+#else
+#define KVLM_OPS_MATMUL_STRIPS_INL_H_
+#endif
+
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "hwy/highway.h"
+#include "ops/matmul_stream_tile-inl.h"
+#include "ops/simd_weights-inl.h"
+#include "ops/weight_strips.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kvlm {
+namespace HWY_NAMESPACE {
+namespace {
+
+constexpr int kStripMaxRows = 8;
+constexpr size_t kStripVecs = kStripCols / kN;
+static_assert(kStripCols % kN == 0, "a strip is whole vectors on every target");
+
+// Vectors per register tile over a strip: the most that divide the strip and fit the tile.
+template <int R>
+constexpr int StripTileVecs() {
+  int nv = std::min<int>(kRegTileVecs<R>, kStripVecs);
+  while (kStripVecs % nv != 0) --nv;
+  return nv;
+}
+
+// n_steps more steps of R rows' chains over one strip: acc [R][kStripCols] (chains continued),
+// x packed xp[k * R + r], weights ws[k * kStripCols + c]; register tiles of `tile` steps, each
+// fetching the bytes kTileI steps ahead of it (the strip is contiguous: they follow in memory).
+template <int R>
+HWY_INLINE void StripSteps(float* HWY_RESTRICT acc, const float* HWY_RESTRICT xp,
+                           const hwy::float16_t* HWY_RESTRICT ws, size_t n_steps, size_t tile) {
+  constexpr int RP = kRegPassRows<R>, NV = StripTileVecs<R>();
+  for (size_t k0 = 0; k0 < n_steps; k0 += tile) {
+    const size_t kb = std::min(tile, n_steps - k0);
+    const hwy::float16_t* wt = ws + k0 * kStripCols;
+    const hwy::float16_t* ahead = wt + kTileI * kStripCols;  // a fetch never faults
+    for (size_t v = 0; v < kStripVecs; v += NV) {
+      InOutRegTile<RP, NV, R>(acc + v * kN, kStripCols, xp + k0 * R, wt + v * kN, kStripCols, kb,
+                              kN, ahead + v * kN);
+      if constexpr (RP < R)
+        InOutRegTile<R - RP, NV, R>(acc + RP * kStripCols + v * kN, kStripCols, xp + k0 * R + RP,
+                                    wt + v * kN, kStripCols, kb, kN,
+                                    static_cast<const hwy::float16_t*>(nullptr));
+    }
+  }
+}
+
+// out[r][col, col + kStripCols) = sum + bias for the columns below n_out.
+HWY_INLINE void StoreStripVector(VF sum, const float* bias, float* out_row, size_t col,
+                                 size_t n_out) {
+  StoreOutputs(DF(), sum, bias ? bias + col : nullptr, out_row + col, std::min(kN, n_out - col));
+}
+
+// kInOut strips [s0, s1) for R rows: each output's chain x[i] * W[i][o] fused in increasing i
+// from zero, then the bias (matmul.h).
+template <int R>
+void InOutStripsRange(float* out, const float* x, const hwy::float16_t* strips, const float* bias,
+                      size_t n_in, size_t n_out, size_t s0, size_t s1) {
+  const DF df;
+  thread_local std::vector<float> packed;  // x as [i][R]: a weight row's R values side by side
+  packed.resize(n_in * R);
+  float* xp = packed.data();
+  for (size_t i = 0; i < n_in; ++i)
+    for (int r = 0; r < R; ++r) xp[i * R + r] = x[r * n_in + i];
+  HWY_ALIGN float acc[R * kStripCols];
+  for (size_t s = s0; s < s1; ++s) {
+    for (size_t k = 0; k < R * kStripCols; k += kN) hn::Store(hn::Zero(df), df, acc + k);
+    StripSteps<R>(acc, xp, strips + s * n_in * kStripCols, n_in, kTileI);
+    for (int r = 0; r < R; ++r)
+      for (size_t v = 0; v < kStripVecs && s * kStripCols + v * kN < n_out; ++v)
+        StoreStripVector(hn::Load(df, acc + r * kStripCols + v * kN), bias, out + r * n_out,
+                         s * kStripCols + v * kN, n_out);
+  }
+}
+
+// kOutIn lane-class strips [s0, s1) for R rows: lane l's partial sum of an output is the chain
+// over its elements i = l, l + 16, ... in order (x and W past n_in are zero in the packing: the
+// padded lanes' fma(0, 0, s) of matmul.h), each class's chains run to their end in registers;
+// then matmul.h's tree t = s[l] + s[l + 8], u = t[l] + t[l + 4], (u0 + u2) + (u1 + u3), elementwise
+// over the strip's outputs, then the bias.
+template <int R>
+void OutInStripsRange(float* out, const float* x, const hwy::float16_t* strips, const float* bias,
+                      size_t n_in, size_t n_out, size_t s0, size_t s1) {
+  const DF df;
+  const size_t K = (n_in + 15) / 16;       // steps per lane class
+  thread_local std::vector<float> packed;  // x as [l][k][R]: x[r][16 k + l], 0 past n_in
+  packed.resize(16 * K * R);
+  float* xp = packed.data();
+  for (size_t l = 0; l < 16; ++l)
+    for (size_t k = 0; k < K; ++k)
+      for (int r = 0; r < R; ++r) {
+        const size_t i = 16 * k + l;
+        xp[(l * K + k) * R + r] = i < n_in ? x[r * n_in + i] : 0.0f;
+      }
+  HWY_ALIGN float acc[16 * R * kStripCols];  // [l][r][c]
+  for (size_t s = s0; s < s1; ++s) {
+    for (size_t k = 0; k < 16 * R * kStripCols; k += kN) hn::Store(hn::Zero(df), df, acc + k);
+    const hwy::float16_t* ws = strips + s * 16 * K * kStripCols;
+    for (size_t l = 0; l < 16; ++l)
+      StripSteps<R>(acc + l * R * kStripCols, xp + l * K * R, ws + l * K * kStripCols, K, K);
+    for (int r = 0; r < R; ++r)
+      for (size_t v = 0; v < kStripVecs && s * kStripCols + v * kN < n_out; ++v) {
+        auto lane = [&](size_t l)
+                        HWY_ATTR { return hn::Load(df, acc + (l * R + r) * kStripCols + v * kN); };
+        VF t[8], u[4];
+        for (size_t l = 0; l < 8; ++l) t[l] = hn::Add(lane(l), lane(l + 8));
+        for (size_t l = 0; l < 4; ++l) u[l] = hn::Add(t[l], t[l + 4]);
+        StoreStripVector(hn::Add(hn::Add(u[0], u[2]), hn::Add(u[1], u[3])), bias, out + r * n_out,
+                         s * kStripCols + v * kN, n_out);
+      }
+  }
+}
+
+#define KVLM_STRIPS_ROWS(KERNEL, rows, ...) \
+  switch (rows) {                           \
+    case 3:                                 \
+      KERNEL<3>(__VA_ARGS__);               \
+      break;                                \
+    case 4:                                 \
+      KERNEL<4>(__VA_ARGS__);               \
+      break;                                \
+    case 5:                                 \
+      KERNEL<5>(__VA_ARGS__);               \
+      break;                                \
+    case 6:                                 \
+      KERNEL<6>(__VA_ARGS__);               \
+      break;                                \
+    case 7:                                 \
+      KERNEL<7>(__VA_ARGS__);               \
+      break;                                \
+    default:                                \
+      KERNEL<8>(__VA_ARGS__);               \
+      break;                                \
+  }
+
+// Thread t of nt: its share of the strips for the rows, 8 at a time (n_rows % 8 is 0 or >= 3).
+template <bool kOutInLayout>
+HWY_NOINLINE void StripsThread(float* out, const float* x, const hwy::float16_t* strips,
+                               const float* bias, size_t n_rows, size_t n_in, size_t n_out,
+                               size_t t, size_t nt) {
+  const size_t n_strips = (n_out + kStripCols - 1) / kStripCols;
+  const size_t s0 = n_strips * t / nt, s1 = n_strips * (t + 1) / nt;
+  for (size_t r = 0; r < n_rows; r += kStripMaxRows) {
+    const size_t rows = std::min<size_t>(kStripMaxRows, n_rows - r);
+    float* o = out + r * n_out;
+    const float* xr = x + r * n_in;
+    if constexpr (kOutInLayout) {
+      KVLM_STRIPS_ROWS(OutInStripsRange, rows, o, xr, strips, bias, n_in, n_out, s0, s1)
+    } else {
+      KVLM_STRIPS_ROWS(InOutStripsRange, rows, o, xr, strips, bias, n_in, n_out, s0, s1)
+    }
+  }
+}
+#undef KVLM_STRIPS_ROWS
+
+// Whether StripsForward takes n_rows rows: 3..8 (fewer: a strip's x broadcasts would feed too
+// few fmas; the row stream and dot tiles read the stored matrix at the bus's rate there).
+HWY_INLINE bool StripsTake(size_t n_rows) {
+  return n_rows >= 3 && n_rows <= kStripMaxRows;
+}
+
+// out [T, O] = x @ W + bias for W's F16 strips (w.strips), over n_threads threads.
+HWY_INLINE void StripsForward(float* out, const float* x, const WeightMatrix& w, const float* bias,
+                              size_t n_rows, int n_threads) {
+  const auto* ws = reinterpret_cast<const hwy::float16_t*>(w.strips);
+  const size_t I = w.n_in, O = w.n_out;
+  if (w.layout == WeightLayout::kOutIn) {
+#pragma omp parallel num_threads(n_threads)
+    StripsThread<true>(out, x, ws, bias, n_rows, I, O, omp_get_thread_num(), omp_get_num_threads());
+  } else {
+#pragma omp parallel num_threads(n_threads)
+    StripsThread<false>(out, x, ws, bias, n_rows, I, O, omp_get_thread_num(),
+                        omp_get_num_threads());
+  }
+}
+
+}  // namespace
+}  // namespace HWY_NAMESPACE
+}  // namespace kvlm
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

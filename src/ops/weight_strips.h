@@ -1,0 +1,41 @@
+// Column strips: an F16 weight matrix re-laid for batched decode (3..8 rows), so that each strip of
+// 48 outputs is one contiguous run and a thread's strips one sequential stream
+// (ops/matmul_strips-inl.h reads them):
+//   [n_in, n_out] (GPT-2's Conv1D): strip s holds W[i][48 s + c], rows i in order;
+//   [n_out, n_in] (the output head): strip s holds W[48 s + c][16 k + l] grouped by lane class l,
+//   the steps k of each class in order (matmul.h's 16-lane order, one chain per class).
+// Made once at load, a second copy of the bytes (as AMX's tiles are); the kernels that read it
+// keep each output's stated order, so the bits are the same with or without it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/weight_matrix.h"
+
+namespace kvlm {
+
+// Columns per strip: a whole number of vectors on every target (3 of AVX-512's 16 fp32 lanes,
+// 6 of AVX2's 8, 12 of NEON's 4), and 8 rows x 3 AVX-512 vectors fill 24 of its 32 registers.
+inline constexpr size_t kStripCols = 48;
+
+// Values of the strips of w: ceil(n_out / 48) strips of S x 48, S = n_in ([n_in, n_out]) or
+// n_in rounded up to 16 ([n_out, n_in]).
+size_t weight_strips_size(const WeightMatrix& w);
+
+// Packs w's 16-bit values (F16 or BF16; zero past n_out and n_in), the strips split over
+// n_threads threads:
+//   [n_in, n_out]: strips[(s * n_in + i) * 48 + c] = W[i][48 s + c]
+//   [n_out, n_in]: strips[((s * 16 + l) * K + k) * 48 + c] = W[48 s + c][16 k + l], K =
+//   ceil(n_in/16)
+void pack_weight_strips(uint16_t* strips, const WeightMatrix& w, int n_threads);
+
+// Whether a loader packs strips for w: F16 (whose batched decode was bound by widening and
+// strided reads), non-empty, and not switched off.
+bool wants_weight_strips(const WeightMatrix& w);
+
+// Turns the packing off (false: loaders keep only the stored matrix, batched F16 decode reads it)
+// or on for the whole process. `kvlm` calls it for KVLM_STRIPS=0. Call it before loading.
+void set_weight_strips_enabled(bool enabled);
+
+}  // namespace kvlm
