@@ -159,17 +159,16 @@ void OutInStripsRange(float* out, const float* x, const hwy::float16_t* strips, 
   }
 
 // Thread t of nt: its share of the strips for the rows, 8 at a time (n_rows % 8 is 0 or >= 3).
-template <bool kOutInLayout>
-HWY_NOINLINE void StripsThread(float* out, const float* x, const hwy::float16_t* strips,
-                               const float* bias, size_t n_rows, size_t n_in, size_t n_out,
-                               size_t t, size_t nt) {
+HWY_NOINLINE void StripsThread(bool out_in, float* out, const float* x,
+                               const hwy::float16_t* strips, const float* bias, size_t n_rows,
+                               size_t n_in, size_t n_out, size_t t, size_t nt) {
   const size_t n_strips = (n_out + kStripCols - 1) / kStripCols;
   const size_t s0 = n_strips * t / nt, s1 = n_strips * (t + 1) / nt;
   for (size_t r = 0; r < n_rows; r += kStripMaxRows) {
     const size_t rows = std::min<size_t>(kStripMaxRows, n_rows - r);
     float* o = out + r * n_out;
     const float* xr = x + r * n_in;
-    if constexpr (kOutInLayout) {
+    if (out_in) {
       KVLM_STRIPS_ROWS(OutInStripsRange, rows, o, xr, strips, bias, n_in, n_out, s0, s1)
     } else {
       KVLM_STRIPS_ROWS(InOutStripsRange, rows, o, xr, strips, bias, n_in, n_out, s0, s1)
@@ -188,15 +187,10 @@ HWY_INLINE bool StripsTake(size_t n_rows) {
 HWY_INLINE void StripsForward(float* out, const float* x, const WeightMatrix& w, const float* bias,
                               size_t n_rows, int n_threads) {
   const auto* ws = reinterpret_cast<const hwy::float16_t*>(w.strips);
-  const size_t I = w.n_in, O = w.n_out;
-  if (w.layout == WeightLayout::kOutIn) {
+  const bool out_in = w.layout == WeightLayout::kOutIn;
 #pragma omp parallel num_threads(n_threads)
-    StripsThread<true>(out, x, ws, bias, n_rows, I, O, omp_get_thread_num(), omp_get_num_threads());
-  } else {
-#pragma omp parallel num_threads(n_threads)
-    StripsThread<false>(out, x, ws, bias, n_rows, I, O, omp_get_thread_num(),
-                        omp_get_num_threads());
-  }
+  StripsThread(out_in, out, x, ws, bias, n_rows, w.n_in, w.n_out, omp_get_thread_num(),
+               omp_get_num_threads());
 }
 
 }  // namespace
