@@ -10,6 +10,7 @@
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
 #include "ops/matmul_bf16amx.h"
+#include "ops/matmul_bf16dot.h"
 #include "ops/weight_strips.h"
 
 namespace kvlm {
@@ -30,8 +31,9 @@ Result<std::unique_ptr<Gpt2Model>> Gpt2Model::create(ModelConfig config, Gpt2Wei
                          " layers bound, expected " + std::to_string(config.n_layer));
   // AMX reads BF16 Conv1D weights as tiles: repacked here once (a second copy of those bytes)
   // so that decode streams them in place; without the copy the kernels pair rows up on every
-  // call, to the same bits.
-  if (storage && bf16_amx_active())
+  // call, to the same bits. Without AMX, vdpbf16ps's batched decode reads the same tiles (they
+  // hold its weight pairs), unless the packing for batched decode is switched off.
+  if (storage && (bf16_amx_active() || (bf16_dot_active() && weight_strips_enabled())))
     for (Gpt2Layer& L : weights.layers)
       for (WeightMatrix* m : {&L.c_attn, &L.attn_c_proj, &L.c_fc, &L.mlp_c_proj})
         if (m->dtype == DType::kBF16 && m->layout == WeightLayout::kInOut) {

@@ -8,7 +8,8 @@
 //     rows 2p and 2p+1 are interleaved into (W[2p][o], W[2p+1][o]) pairs, either once per
 //     cache block into a packed panel (tiled: prefill, 8 rows x 48 columns per register tile)
 //     or in registers as they are read (row stream: few rows, the weight rows streamed in
-//     order, accumulators in L1);
+//     order, accumulators in L1), or read already paired from the AMX tiles packed at load
+//     (batched decode of 3..8 rows: InOutTilesThread);
 //   kOutIn (W [O, I]): a weight row already holds its pairs; x rows are rounded to bf16 one
 //     32-element chunk at a time and each output is a 16-lane chain reduced at the end.
 // Every variant runs each output's chain over the pairs in increasing order from zero (a chain
@@ -21,6 +22,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "ops/prefetch.h"
 #include "ops/matmul_bf16dot.h"
@@ -387,6 +389,62 @@ KVLM_BF16DOT_NOINLINE void InOutStreamRegThread(float* out, const float* x, cons
   }
 }
 
+// kInOut batched decode over the weights packed at load as AMX tiles (WeightMatrix::amx_tiles,
+// matmul_bf16amx.h): a 16-column strip's pair p is the 32 values at p * 32 of the strip, already
+// (W[2p][c], W[2p+1][c]) pairs as vdpbf16ps takes them (0 for the missing odd row of an odd
+// n_in), and each strip is one contiguous stream. R (3..8) rows x V strips of accumulators stay
+// in registers over all pairs, x pairs broadcast from a packed copy: no pairing permutes, and V
+// sequential streams instead of 64-byte pieces of rows kilobytes apart. Each output is one chain
+// over the pairs in increasing order from zero, so the bits are InOutStreamRegThread's.
+template <int R>
+KVLM_BF16DOT_NOINLINE void InOutTilesThread(float* out, const float* x, const uint16_t* tiles,
+                                            const float* bias, size_t n_in, size_t n_out,
+                                            size_t t, size_t nt) {
+  constexpr int V = std::max(1, 24 / R);
+  // Each stream's lines fetched this many pairs ahead (8-64 measured alike, batch-8 decode).
+  constexpr size_t kAheadPairs = 32;
+  const size_t n_pairs = (n_in + 1) / 2;
+  const size_t strip_values = (n_in + 31) / 32 * 512;
+  const size_t n_strips = (n_out + kLanes - 1) / kLanes;
+  const size_t s0 = n_strips * t / nt, s1 = n_strips * (t + 1) / nt;
+  if (s0 >= s1) return;
+  thread_local std::vector<uint32_t> packed;
+  packed.resize(n_pairs * R);
+  uint32_t* a = packed.data();
+  for (size_t p0 = 0; p0 < n_pairs; p0 += kStreamPairs) {
+    const size_t pc = std::min(kStreamPairs, n_pairs - p0);
+    PackRowPairs(a + p0 * R, R, x, n_in, R, p0, pc);
+  }
+  for (size_t sb = s0; sb < s1; sb += V) {
+    const int nv = static_cast<int>(std::min<size_t>(V, s1 - sb));
+    const uint16_t* w[V];
+    for (int v = 0; v < V; ++v) w[v] = tiles + (sb + std::min(v, nv - 1)) * strip_values;
+    __m512 acc[R][V];
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+    for (size_t p = 0; p < n_pairs; ++p) {
+      __m512bh wv[V];
+      for (int v = 0; v < V; ++v) {
+        PrefetchToL2(w[v] + (p + kAheadPairs) * 32);
+        wv[v] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w[v] + p * 32));
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m512bh xb = reinterpret_cast<__m512bh>(_mm512_set1_epi32(a[p * R + r]));
+        for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], xb, wv[v]);
+      }
+    }
+    for (int v = 0; v < nv; ++v) {
+      const size_t col = (sb + v) * kLanes;
+      const __mmask16 m = Mask16(n_out - col);
+      for (int r = 0; r < R; ++r) {
+        __m512 sum = acc[r][v];
+        if (bias) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(m, bias + col));
+        _mm512_mask_storeu_ps(out + r * n_out + col, m, sum);
+      }
+    }
+  }
+}
+
 // kOutIn: outputs [o0, o0 + RO) for rows [0, rows) (rows <= RR), each a 16-lane chain over
 // 32-element chunks, reduced as matmul_bf16dot.h states.
 template <int RO, int RR>
@@ -599,6 +657,9 @@ using StreamFn = void (*)(float*, const float*, const uint16_t*, const float*, s
 constexpr StreamFn kStreamFns[kStreamMaxRows] = {
     InOutStreamThread<1>, InOutStreamThread<2>, InOutStreamThread<3>, InOutStreamThread<4>,
     InOutStreamThread<5>, InOutStreamThread<6>, InOutStreamThread<7>, InOutStreamThread<8>};
+constexpr StreamFn kTilesFns[kStreamMaxRows] = {
+    nullptr,                 nullptr,                 InOutTilesThread<3>, InOutTilesThread<4>,
+    InOutTilesThread<5>,     InOutTilesThread<6>,     InOutTilesThread<7>, InOutTilesThread<8>};
 constexpr StreamFn kStreamRegFns[kStreamMaxRows] = {
     InOutStreamThread<1>,    InOutStreamThread<2>,    InOutStreamRegThread<3>,
     InOutStreamRegThread<4>, InOutStreamRegThread<5>, InOutStreamRegThread<6>,
@@ -637,13 +698,19 @@ void matmul_bf16dot_forward(float* out, const float* x, const WeightMatrix& w, c
     return;
   }
   for (size_t r = 0; r < T; r += kStreamMaxRows) {
+    const size_t rows = std::min<size_t>(kStreamMaxRows, T - r);
     // n_in == 0: the one-pass kernel stores the bias (the register tiles run no pass at all).
     const StreamFn* fns = I == 0 ? kStreamFns : kStreamRegFns;
-    const StreamFn fn = fns[std::min<size_t>(kStreamMaxRows, T - r) - 1];
+    StreamFn fn = fns[rows - 1];
+    const uint16_t* wr = wb;
+    if (w.amx_tiles && I > 0 && kTilesFns[rows - 1]) {  // the tiles packed at load: 3..8 rows
+      fn = kTilesFns[rows - 1];
+      wr = w.amx_tiles;
+    }
     float* o = out + r * O;
     const float* xr = x + r * I;
 #pragma omp parallel num_threads(n_threads)
-    fn(o, xr, wb, bias, I, O, omp_get_thread_num(), omp_get_num_threads());
+    fn(o, xr, wr, bias, I, O, omp_get_thread_num(), omp_get_num_threads());
   }
 }
 

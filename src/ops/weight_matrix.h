@@ -21,7 +21,8 @@ struct WeightMatrix {
   int n_out = 0;
   // When set: the same BF16 kInOut weights in the order AMX reads them (pack_bf16amx_tiles,
   // ops/matmul_bf16amx.h), made once at load; the AMX kernels then read tiles in place instead
-  // of pairing rows up on every call (the same bits either way).
+  // of pairing rows up on every call, and vdpbf16ps's batched decode reads their pairs (the same
+  // bits either way).
   const uint16_t* amx_tiles = nullptr;
   // When set: the same F16 kInOut weights as 48-column strips (pack_weight_strips,
   // ops/weight_strips.h), made once at load; batched decode's register tiles then read one

@@ -47,8 +47,11 @@ void pack_weight_strips(uint16_t* strips, const WeightMatrix& w, int n_threads) 
 }
 
 bool wants_weight_strips(const WeightMatrix& w) {
-  return g_strips_enabled.load(std::memory_order_relaxed) && w.dtype == DType::kF16 && w.n_in > 0 &&
-         w.n_out > 0;
+  return weight_strips_enabled() && w.dtype == DType::kF16 && w.n_in > 0 && w.n_out > 0;
+}
+
+bool weight_strips_enabled() {
+  return g_strips_enabled.load(std::memory_order_relaxed);
 }
 
 void set_weight_strips_enabled(bool enabled) {

@@ -37,5 +37,8 @@ bool wants_weight_strips(const WeightMatrix& w);
 // Turns the packing off (false: loaders keep only the stored matrix, batched F16 decode reads it)
 // or on for the whole process. `kvlm` calls it for KVLM_STRIPS=0. Call it before loading.
 void set_weight_strips_enabled(bool enabled);
+// Whether it is on. The GPT-2 loader also asks it before packing BF16 layers into AMX tiles for
+// vdpbf16ps's batched decode (on AMX machines the tiles are AMX's own layout and always made).
+bool weight_strips_enabled();
 
 }  // namespace kvlm

@@ -165,20 +165,31 @@ void check_against_model(int n_in, int n_out, int n_rows, WeightLayout layout, i
           << "row " << r << " output " << o;
     }
   if (!cpu_has_avx512_bf16()) return;
-  for (MatmulPath path : {MatmulPath::kAuto, MatmulPath::kRowStream, MatmulPath::kTiled})
-    for (int threads : {1, 3}) {
-      std::vector<float> outbuf(n_out_total + offset + 1, -1.0f);
-      float* out = outbuf.data() + offset;
-      matmul_bf16dot_forward(out, x, m.view, bias, n_rows, Parallel{threads}, path);
-      for (size_t k = 0; k < n_out_total; ++k)
-        ASSERT_EQ(std::memcmp(&out[k], &model[k], 4), 0)
-            << "path " << static_cast<int>(path) << ", " << threads << " threads, row " << k / n_out
-            << " output " << k % n_out << ": " << out[k] << " vs model " << model[k];
-      ASSERT_EQ(outbuf.back(), -1.0f) << "wrote past the end of out";
-      if (offset > 0) {
-        ASSERT_EQ(outbuf[offset - 1], -1.0f) << "wrote before out";
+  // kInOut also with the AMX tiles a loader packs (batched decode reads them where present).
+  std::vector<uint16_t> tiles;
+  if (layout == WeightLayout::kInOut) {
+    tiles.resize(bf16amx_tiles_size(m.view));
+    pack_bf16amx_tiles(tiles.data(), m.view, 2);
+  }
+  for (bool packed : {false, true})
+    for (MatmulPath path : {MatmulPath::kAuto, MatmulPath::kRowStream, MatmulPath::kTiled})
+      for (int threads : {1, 3}) {
+        if (packed && tiles.empty()) continue;
+        WeightMatrix view = m.view;
+        view.amx_tiles = packed ? tiles.data() : nullptr;
+        std::vector<float> outbuf(n_out_total + offset + 1, -1.0f);
+        float* out = outbuf.data() + offset;
+        matmul_bf16dot_forward(out, x, view, bias, n_rows, Parallel{threads}, path);
+        for (size_t k = 0; k < n_out_total; ++k)
+          ASSERT_EQ(std::memcmp(&out[k], &model[k], 4), 0)
+              << (packed ? "tiles, " : "") << "path " << static_cast<int>(path) << ", " << threads
+              << " threads, row " << k / n_out << " output " << k % n_out << ": " << out[k]
+              << " vs model " << model[k];
+        ASSERT_EQ(outbuf.back(), -1.0f) << "wrote past the end of out";
+        if (offset > 0) {
+          ASSERT_EQ(outbuf[offset - 1], -1.0f) << "wrote before out";
+        }
       }
-    }
 }
 
 // Sizes 0..2N+1 around the 16-lane vectors and 32-element pairs of chunks, misaligned.
