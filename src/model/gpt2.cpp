@@ -42,6 +42,16 @@ Result<std::unique_ptr<Gpt2Model>> Gpt2Model::create(ModelConfig config, Gpt2Wei
           pack_bf16amx_tiles(tiles, *m, omp_get_max_threads());
           m->amx_tiles = tiles;
         }
+  // The BF16 head's pairs by lane class for vdpbf16ps's batched decode (matmul_bf16dot.h).
+  if (storage && bf16_dot_active() && !bf16_amx_active() && weight_strips_enabled() &&
+      weights.lm_head.dtype == DType::kBF16 && weights.lm_head.layout == WeightLayout::kOutIn &&
+      weights.lm_head.n_in > 0 && weights.lm_head.n_out > 0) {
+    WeightMatrix& m = weights.lm_head;
+    auto* strips = static_cast<uint16_t*>(
+        storage->owned.allocate(bf16dot_head_strips_size(m) * sizeof(uint16_t)));
+    pack_bf16dot_head_strips(strips, m, omp_get_max_threads());
+    m.strips = strips;
+  }
   // F16 weights are repacked as column strips for batched decode (ops/weight_strips.h; a second
   // copy, like AMX's tiles); decode of one sequence keeps reading the matrices as stored.
   if (storage) {

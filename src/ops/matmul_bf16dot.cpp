@@ -2,6 +2,7 @@
 // are in matmul_bf16dot_x86.cpp). See matmul_bf16dot.h for the numerics both follow.
 #include "ops/matmul_bf16dot.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -75,6 +76,29 @@ uint16_t bf16_dot_round(float x) {
 float bf16_dot2(float acc, uint16_t x0, uint16_t x1, uint16_t w0, uint16_t w1) {
   float t = flush_denormal(std::fma(bf16_unit_value(x1), bf16_unit_value(w1), flush_denormal(acc)));
   return flush_denormal(std::fma(bf16_unit_value(x0), bf16_unit_value(w0), t));
+}
+
+size_t bf16dot_head_strips_size(const WeightMatrix& w) {
+  const size_t strips = (static_cast<size_t>(w.n_out) + 15) / 16;
+  const size_t chunks = (static_cast<size_t>(w.n_in) + 31) / 32;
+  return strips * 16 * chunks * 32;
+}
+
+void pack_bf16dot_head_strips(uint16_t* strips, const WeightMatrix& w, int n_threads) {
+  const uint16_t* src = static_cast<const uint16_t*>(w.data);
+  const size_t I = w.n_in, O = w.n_out, C = (I + 31) / 32;
+  const int64_t n_strips = static_cast<int64_t>((O + 15) / 16);
+#pragma omp parallel for num_threads(std::max(n_threads, 1)) schedule(static)
+  for (int64_t s = 0; s < n_strips; ++s) {
+    uint16_t* dst = strips + static_cast<size_t>(s) * 16 * C * 32;
+    for (size_t l = 0; l < 16; ++l)
+      for (size_t c = 0; c < C; ++c, dst += 32)
+        for (size_t n = 0; n < 16; ++n)
+          for (size_t e = 0; e < 2; ++e) {
+            const size_t o = static_cast<size_t>(s) * 16 + n, i = 32 * c + 2 * l + e;
+            dst[2 * n + e] = o < O && i < I ? src[o * I + i] : uint16_t{0};
+          }
+  }
 }
 
 void matmul_bf16dot_reference(float* out, const float* x, const WeightMatrix& w, const float* bias,

@@ -58,6 +58,14 @@ void set_bf16_dot_enabled(bool enabled);
 void matmul_bf16dot_forward(float* out, const float* x, const WeightMatrix& w, const float* bias,
                             int n_rows, const Parallel& par, MatmulPath path);
 
+// The output head's pairs for batched decode (WeightMatrix::strips of a BF16 [n_out, n_in]
+// matrix): strips of 16 outputs, and in each, lane class l's pairs chunk by chunk, so that lane
+// l's chain above is one vdpbf16ps chain over 16 outputs at once:
+//   strips[((s * 16 + l) * C + c) * 32 + 2n + e] = W[16 s + n][32 c + 2 l + e], C = ceil(n_in/32),
+// 0 past the matrix. Strips split over n_threads threads.
+size_t bf16dot_head_strips_size(const WeightMatrix& w);
+void pack_bf16dot_head_strips(uint16_t* strips, const WeightMatrix& w, int n_threads);
+
 // The scalar model of those numerics: bitwise what matmul_bf16dot_forward computes, on any CPU.
 void matmul_bf16dot_reference(float* out, const float* x, const WeightMatrix& w, const float* bias,
                               int n_rows);

@@ -11,7 +11,9 @@
 //     order, accumulators in L1), or read already paired from the AMX tiles packed at load
 //     (batched decode of 3..8 rows: InOutTilesThread);
 //   kOutIn (W [O, I]): a weight row already holds its pairs; x rows are rounded to bf16 one
-//     32-element chunk at a time and each output is a 16-lane chain reduced at the end.
+//     32-element chunk at a time and each output is a 16-lane chain reduced at the end; or, for
+//     batched decode of the output head, the pairs packed at load by lane class
+//     (OutInStripsThread), each class's chain run for 16 outputs at once.
 // Every variant runs each output's chain over the pairs in increasing order from zero (a chain
 // stored to `out` between cache blocks and loaded back is the same chain), so the variant, the
 // row count and the thread count never change a bit.
@@ -445,6 +447,68 @@ KVLM_BF16DOT_NOINLINE void InOutTilesThread(float* out, const float* x, const ui
   }
 }
 
+// kOutIn batched decode over the head's pair strips packed at load (pack_bf16dot_head_strips):
+// lane l of an output's stated chain is, for 16 outputs at once, one vdpbf16ps chain over the
+// strip's class-l vectors, chunk by chunk. R (3..8) rows x V strips of a class's chains run in
+// registers to their end, the 16 classes' sums go to `sums`, and the stated tree adds them
+// elementwise across each strip's 16 outputs: no lane sums per output, no x re-rounded per tile,
+// and each strip one contiguous stream. Padded pairs are zeros, as the stated order reads them.
+template <int R>
+KVLM_BF16DOT_NOINLINE void OutInStripsThread(float* out, const float* x, const uint16_t* strips,
+                                             const float* bias, size_t n_in, size_t n_out,
+                                             size_t t, size_t nt) {
+  constexpr int V = std::max(1, 24 / R);
+  constexpr size_t kAheadVecs = 32;  // each stream's lines fetched this many vectors ahead
+  const size_t C = (n_in + 31) / 32, n_pairs = 16 * C, strip_values = 16 * C * 32;
+  const size_t n_strips = (n_out + kLanes - 1) / kLanes;
+  const size_t s0 = n_strips * t / nt, s1 = n_strips * (t + 1) / nt;
+  if (s0 >= s1) return;
+  thread_local std::vector<uint32_t> packed;  // x pairs p = 16 c + l for every row: [p][R]
+  packed.resize(n_pairs * R);
+  uint32_t* a = packed.data();
+  for (size_t p0 = 0; p0 < n_pairs; p0 += kStreamPairs)
+    PackRowPairs(a + p0 * R, R, x, n_in, R, p0, std::min(kStreamPairs, n_pairs - p0));
+  alignas(64) float sums[16][R][V][kLanes];
+  for (size_t sb = s0; sb < s1; sb += V) {
+    const int nv = static_cast<int>(std::min<size_t>(V, s1 - sb));
+    const uint16_t* w[V];
+    for (int v = 0; v < V; ++v) w[v] = strips + (sb + std::min(v, nv - 1)) * strip_values;
+    for (size_t l = 0; l < 16; ++l) {
+      __m512 acc[R][V];
+      for (int r = 0; r < R; ++r)
+        for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+      for (size_t c = 0; c < C; ++c) {
+        const size_t k = l * C + c;  // the vector's place in its strip
+        __m512bh wv[V];
+        for (int v = 0; v < V; ++v) {
+          PrefetchToL2(w[v] + (k + kAheadVecs) * 32);
+          wv[v] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w[v] + k * 32));
+        }
+        for (int r = 0; r < R; ++r) {
+          const __m512bh xb =
+              reinterpret_cast<__m512bh>(_mm512_set1_epi32(a[(16 * c + l) * R + r]));
+          for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], xb, wv[v]);
+        }
+      }
+      for (int r = 0; r < R; ++r)
+        for (int v = 0; v < V; ++v) _mm512_store_ps(sums[l][r][v], acc[r][v]);
+    }
+    for (int v = 0; v < nv; ++v) {
+      const size_t col = (sb + v) * kLanes;
+      const __mmask16 m = Mask16(n_out - col);
+      for (int r = 0; r < R; ++r) {
+        __m512 tl[8], ul[4];
+        for (int l = 0; l < 8; ++l)
+          tl[l] = _mm512_add_ps(_mm512_load_ps(sums[l][r][v]), _mm512_load_ps(sums[l + 8][r][v]));
+        for (int l = 0; l < 4; ++l) ul[l] = _mm512_add_ps(tl[l], tl[l + 4]);
+        __m512 sum = _mm512_add_ps(_mm512_add_ps(ul[0], ul[2]), _mm512_add_ps(ul[1], ul[3]));
+        if (bias) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(m, bias + col));
+        _mm512_mask_storeu_ps(out + r * n_out + col, m, sum);
+      }
+    }
+  }
+}
+
 // kOutIn: outputs [o0, o0 + RO) for rows [0, rows) (rows <= RR), each a 16-lane chain over
 // 32-element chunks, reduced as matmul_bf16dot.h states.
 template <int RO, int RR>
@@ -660,6 +724,9 @@ constexpr StreamFn kStreamFns[kStreamMaxRows] = {
 constexpr StreamFn kTilesFns[kStreamMaxRows] = {
     nullptr,                 nullptr,                 InOutTilesThread<3>, InOutTilesThread<4>,
     InOutTilesThread<5>,     InOutTilesThread<6>,     InOutTilesThread<7>, InOutTilesThread<8>};
+constexpr StreamFn kHeadStripsFns[kStreamMaxRows] = {
+    nullptr,                  nullptr,                  OutInStripsThread<3>, OutInStripsThread<4>,
+    OutInStripsThread<5>,     OutInStripsThread<6>,     OutInStripsThread<7>, OutInStripsThread<8>};
 constexpr StreamFn kStreamRegFns[kStreamMaxRows] = {
     InOutStreamThread<1>,    InOutStreamThread<2>,    InOutStreamRegThread<3>,
     InOutStreamRegThread<4>, InOutStreamRegThread<5>, InOutStreamRegThread<6>,
@@ -674,6 +741,13 @@ void matmul_bf16dot_forward(float* out, const float* x, const WeightMatrix& w, c
   const size_t T = n_rows, I = w.n_in, O = w.n_out;
   const uint16_t* wb = static_cast<const uint16_t*>(w.data);
   if (w.layout == WeightLayout::kOutIn) {
+    // The head's pair strips packed at load: batched decode of 3..8 rows.
+    if (w.strips && I > 0 && T <= static_cast<size_t>(kStreamMaxRows) && kHeadStripsFns[T - 1]) {
+#pragma omp parallel num_threads(n_threads)
+      kHeadStripsFns[T - 1](out, x, w.strips, bias, I, O, omp_get_thread_num(),
+                            omp_get_num_threads());
+      return;
+    }
     if (T == 1 && I <= kOutInMaxIn) {
 #pragma omp parallel num_threads(n_threads)
       OutInRowThread<8>(out, x, wb, bias, I, O, omp_get_thread_num(), omp_get_num_threads());

@@ -24,9 +24,10 @@ struct WeightMatrix {
   // of pairing rows up on every call, and vdpbf16ps's batched decode reads their pairs (the same
   // bits either way).
   const uint16_t* amx_tiles = nullptr;
-  // When set: the same F16 kInOut weights as 48-column strips (pack_weight_strips,
-  // ops/weight_strips.h), made once at load; batched decode's register tiles then read one
-  // sequential stream (the same bits either way).
+  // When set: the same weights re-laid for batched decode, made once at load, read by its
+  // kernels as one sequential stream per strip (the same bits either way): F16 (either layout)
+  // as column strips (pack_weight_strips, ops/weight_strips.h); a BF16 [n_out, n_in] head as
+  // vdpbf16ps's pairs by lane class (pack_bf16dot_head_strips, ops/matmul_bf16dot.h).
   const uint16_t* strips = nullptr;
 
   size_t n_bytes() const { return dtype_bytes(dtype, static_cast<size_t>(n_in) * n_out); }

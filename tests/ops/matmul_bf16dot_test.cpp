@@ -165,24 +165,28 @@ void check_against_model(int n_in, int n_out, int n_rows, WeightLayout layout, i
           << "row " << r << " output " << o;
     }
   if (!cpu_has_avx512_bf16()) return;
-  // kInOut also with the AMX tiles a loader packs (batched decode reads them where present).
+  // Also with what a loader packs for batched decode, which it reads where present: kInOut's
+  // AMX tiles, kOutIn's pair strips by lane class.
   std::vector<uint16_t> tiles;
   if (layout == WeightLayout::kInOut) {
     tiles.resize(bf16amx_tiles_size(m.view));
     pack_bf16amx_tiles(tiles.data(), m.view, 2);
+  } else {
+    tiles.resize(bf16dot_head_strips_size(m.view));
+    pack_bf16dot_head_strips(tiles.data(), m.view, 2);
   }
   for (bool packed : {false, true})
     for (MatmulPath path : {MatmulPath::kAuto, MatmulPath::kRowStream, MatmulPath::kTiled})
       for (int threads : {1, 3}) {
-        if (packed && tiles.empty()) continue;
         WeightMatrix view = m.view;
-        view.amx_tiles = packed ? tiles.data() : nullptr;
+        if (packed && layout == WeightLayout::kInOut) view.amx_tiles = tiles.data();
+        if (packed && layout == WeightLayout::kOutIn) view.strips = tiles.data();
         std::vector<float> outbuf(n_out_total + offset + 1, -1.0f);
         float* out = outbuf.data() + offset;
         matmul_bf16dot_forward(out, x, view, bias, n_rows, Parallel{threads}, path);
         for (size_t k = 0; k < n_out_total; ++k)
           ASSERT_EQ(std::memcmp(&out[k], &model[k], 4), 0)
-              << (packed ? "tiles, " : "") << "path " << static_cast<int>(path) << ", " << threads
+              << (packed ? "packed at load, " : "") << "path " << static_cast<int>(path) << ", " << threads
               << " threads, row " << k / n_out << " output " << k % n_out << ": " << out[k]
               << " vs model " << model[k];
         ASSERT_EQ(outbuf.back(), -1.0f) << "wrote past the end of out";
