@@ -186,9 +186,9 @@ void check_against_model(int n_in, int n_out, int n_rows, WeightLayout layout, i
         matmul_bf16dot_forward(out, x, view, bias, n_rows, Parallel{threads}, path);
         for (size_t k = 0; k < n_out_total; ++k)
           ASSERT_EQ(std::memcmp(&out[k], &model[k], 4), 0)
-              << (packed ? "packed at load, " : "") << "path " << static_cast<int>(path) << ", " << threads
-              << " threads, row " << k / n_out << " output " << k % n_out << ": " << out[k]
-              << " vs model " << model[k];
+              << (packed ? "packed at load, " : "") << "path " << static_cast<int>(path) << ", "
+              << threads << " threads, row " << k / n_out << " output " << k % n_out << ": "
+              << out[k] << " vs model " << model[k];
         ASSERT_EQ(outbuf.back(), -1.0f) << "wrote past the end of out";
         if (offset > 0) {
           ASSERT_EQ(outbuf[offset - 1], -1.0f) << "wrote before out";
