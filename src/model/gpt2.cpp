@@ -15,6 +15,48 @@
 
 namespace kvlm {
 
+namespace {
+
+// Second copies of the 16-bit matrices in the orders decode's kernels stream (each kernel gives
+// the bits of reading the stored matrix): AMX's tiles of the BF16 layers, which vdpbf16ps's
+// batched decode also reads (their weight pairs) and its head's pairs by lane class where AMX
+// does not run, and F16's column strips for batched decode (ops/weight_strips.h). Decode of one
+// sequence keeps reading the stored matrices, except on AMX. set_weight_strips_enabled(false)
+// (`KVLM_STRIPS=0`) skips the copies made for batched decode only.
+void repack_for_decode(Gpt2Weights& weights, WeightStorage& storage) {
+  const bool amx = bf16_amx_active();
+  const bool batched_bf16 = bf16_dot_active() && !amx && weight_strips_enabled();
+  const int threads = omp_get_max_threads();
+  std::vector<WeightMatrix*> layers;
+  for (Gpt2Layer& L : weights.layers)
+    for (WeightMatrix* m : {&L.c_attn, &L.attn_c_proj, &L.c_fc, &L.mlp_c_proj}) layers.push_back(m);
+  auto allocate = [&](size_t n_values) {
+    return static_cast<uint16_t*>(storage.owned.allocate(n_values * sizeof(uint16_t)));
+  };
+  for (WeightMatrix* m : layers)
+    if ((amx || batched_bf16) && m->dtype == DType::kBF16 && m->layout == WeightLayout::kInOut) {
+      uint16_t* tiles = allocate(bf16amx_tiles_size(*m));
+      pack_bf16amx_tiles(tiles, *m, threads);
+      m->amx_tiles = tiles;
+    }
+  WeightMatrix& head = weights.lm_head;
+  if (batched_bf16 && head.dtype == DType::kBF16 && head.layout == WeightLayout::kOutIn &&
+      head.n_in > 0 && head.n_out > 0) {
+    uint16_t* strips = allocate(bf16dot_head_strips_size(head));
+    pack_bf16dot_head_strips(strips, head, threads);
+    head.strips = strips;
+  }
+  layers.push_back(&head);
+  for (WeightMatrix* m : layers)
+    if (wants_weight_strips(*m)) {
+      uint16_t* strips = allocate(weight_strips_size(*m));
+      pack_weight_strips(strips, *m, threads);
+      m->strips = strips;
+    }
+}
+
+}  // namespace
+
 Gpt2Model::Gpt2Model(ModelConfig config, Gpt2Weights weights,
                      std::unique_ptr<WeightStorage> storage, std::string source)
     : config_(config),
@@ -29,43 +71,7 @@ Result<std::unique_ptr<Gpt2Model>> Gpt2Model::create(ModelConfig config, Gpt2Wei
   if (static_cast<int>(weights.layers.size()) != config.n_layer)
     return Status::error(source + ": " + std::to_string(weights.layers.size()) +
                          " layers bound, expected " + std::to_string(config.n_layer));
-  // AMX reads BF16 Conv1D weights as tiles: repacked here once (a second copy of those bytes)
-  // so that decode streams them in place; without the copy the kernels pair rows up on every
-  // call, to the same bits. Without AMX, vdpbf16ps's batched decode reads the same tiles (they
-  // hold its weight pairs), unless the packing for batched decode is switched off.
-  if (storage && (bf16_amx_active() || (bf16_dot_active() && weight_strips_enabled())))
-    for (Gpt2Layer& L : weights.layers)
-      for (WeightMatrix* m : {&L.c_attn, &L.attn_c_proj, &L.c_fc, &L.mlp_c_proj})
-        if (m->dtype == DType::kBF16 && m->layout == WeightLayout::kInOut) {
-          auto* tiles = static_cast<uint16_t*>(
-              storage->owned.allocate(bf16amx_tiles_size(*m) * sizeof(uint16_t)));
-          pack_bf16amx_tiles(tiles, *m, omp_get_max_threads());
-          m->amx_tiles = tiles;
-        }
-  // The BF16 head's pairs by lane class for vdpbf16ps's batched decode (matmul_bf16dot.h).
-  if (storage && bf16_dot_active() && !bf16_amx_active() && weight_strips_enabled() &&
-      weights.lm_head.dtype == DType::kBF16 && weights.lm_head.layout == WeightLayout::kOutIn &&
-      weights.lm_head.n_in > 0 && weights.lm_head.n_out > 0) {
-    WeightMatrix& m = weights.lm_head;
-    auto* strips = static_cast<uint16_t*>(
-        storage->owned.allocate(bf16dot_head_strips_size(m) * sizeof(uint16_t)));
-    pack_bf16dot_head_strips(strips, m, omp_get_max_threads());
-    m.strips = strips;
-  }
-  // F16 weights are repacked as column strips for batched decode (ops/weight_strips.h; a second
-  // copy, like AMX's tiles); decode of one sequence keeps reading the matrices as stored.
-  if (storage) {
-    std::vector<WeightMatrix*> all = {&weights.lm_head};
-    for (Gpt2Layer& L : weights.layers)
-      for (WeightMatrix* m : {&L.c_attn, &L.attn_c_proj, &L.c_fc, &L.mlp_c_proj}) all.push_back(m);
-    for (WeightMatrix* m : all)
-      if (wants_weight_strips(*m)) {
-        auto* strips = static_cast<uint16_t*>(
-            storage->owned.allocate(weight_strips_size(*m) * sizeof(uint16_t)));
-        pack_weight_strips(strips, *m, omp_get_max_threads());
-        m->strips = strips;
-      }
-  }
+  if (storage) repack_for_decode(weights, *storage);
   return std::unique_ptr<Gpt2Model>(
       new Gpt2Model(config, std::move(weights), std::move(storage), std::move(source)));
 }

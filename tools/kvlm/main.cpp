@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   // KVLM_AMX=0: BF16 weights take vdpbf16ps where AMX would run them (docs/performance.md).
   if (const char* amx = std::getenv("KVLM_AMX"); amx != nullptr && std::string(amx) == "0")
     kvlm::set_bf16_amx_enabled(false);
-  // KVLM_STRIPS=0: F16 weights are not repacked for batched decode (ops/weight_strips.h).
+  // KVLM_STRIPS=0: no second copies of the weights for batched decode (F16's column strips,
+  // vdpbf16ps's pairs; ops/weight_strips.h).
   if (const char* strips = std::getenv("KVLM_STRIPS");
       strips != nullptr && std::string(strips) == "0")
     kvlm::set_weight_strips_enabled(false);
