@@ -8,6 +8,7 @@
 #include <set>
 
 #include "model/quantize_weights.h"
+#include "ops/half_rows.h"
 #include "util/mapped_file.h"
 
 namespace kvlm {
@@ -148,6 +149,14 @@ Result<WeightMatrix> Checkpoint::matrix(const std::string& name,
   if (target == m.dtype && aligned) return m;  // used in place from the mapping
   const size_t n = static_cast<size_t>(rows) * cols;
   void* dst = owned->allocate(n * dtype_size(target));
+  if (m.dtype == DType::kF32 && aligned && target != DType::kF32) {  // fp32 rounded: SIMD rows
+    const auto* src = reinterpret_cast<const float*>(e->data);
+    auto* out = static_cast<uint16_t*>(dst);
+    target == DType::kF16 ? f32_to_f16_row(out, src, n) : f32_to_bf16_row(out, src, n);
+    m.data = dst;
+    m.dtype = target;
+    return m;
+  }
   for (size_t i = 0; i < n; ++i) {
     float value;
     if (m.dtype == DType::kF32) {

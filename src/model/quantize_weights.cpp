@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/half_rows.h"
 #include "ops/quant.h"
 
 namespace kvlm {
@@ -18,11 +19,10 @@ bool store_row(std::vector<uint8_t>* out, const float* row, size_t n, DType to) 
       std::memcpy(dst, row, n * 4);
       return true;
     case DType::kF16:
+      f32_to_f16_row(reinterpret_cast<uint16_t*>(dst), row, n);
+      return true;
     case DType::kBF16:
-      for (size_t i = 0; i < n; ++i) {
-        const uint16_t h = to == DType::kF16 ? f32_to_f16(row[i]) : f32_to_bf16(row[i]);
-        std::memcpy(dst + 2 * i, &h, 2);
-      }
+      f32_to_bf16_row(reinterpret_cast<uint16_t*>(dst), row, n);
       return true;
     default:
       return quantize_row(dst, row, to, n);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ops/dtype.h"
+#include "ops/half_rows.h"
 
 namespace kvlm {
 
@@ -103,16 +104,10 @@ void kv_encode_row(std::byte* dst, const float* src, size_t n, KvDtype dtype,
       std::memcpy(dst, src, n * sizeof(float));
       return;
     case KvDtype::f16:
-      for (size_t c = 0; c < n; ++c) {
-        const uint16_t h = f32_to_f16(src[c]);
-        std::memcpy(dst + 2 * c, &h, 2);
-      }
+      f32_to_f16_row(reinterpret_cast<uint16_t*>(dst), src, n);
       return;
     case KvDtype::bf16:
-      for (size_t c = 0; c < n; ++c) {
-        const uint16_t h = f32_to_bf16(src[c]);
-        std::memcpy(dst + 2 * c, &h, 2);
-      }
+      f32_to_bf16_row(reinterpret_cast<uint16_t*>(dst), src, n);
       return;
     case KvDtype::fp8:
       for (size_t c = 0; c < n; ++c)

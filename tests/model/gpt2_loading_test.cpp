@@ -49,33 +49,38 @@ std::vector<uint8_t> bytes_of(const WeightMatrix& m) {
   return {p, p + m.n_bytes()};
 }
 
-// --weights bf16 on an F32 file gives, matrix by matrix, the bytes of the same seed written as
-// BF16 (the writer rounds to nearest even); norms and biases keep the F32 file's values.
-TEST(Gpt2Loading, ConvertOnLoadRoundsLikeTheBf16Writer) {
-  test::TempDir f32, bf16;
-  RandomGpt2Options options;
-  ASSERT_TRUE(write_random_gpt2(f32.path(), test::tiny_gpt2_config(), options).is_ok());
-  options.dtype = DType::kBF16;
-  ASSERT_TRUE(write_random_gpt2(bf16.path(), test::tiny_gpt2_config(), options).is_ok());
-  LoadOptions convert;
-  convert.convert_weights = DType::kBF16;
-  auto converted = load_model(f32.path(), convert);
-  auto stored = load_model(bf16.path(), {});
-  auto original = load_model(f32.path(), {});
-  ASSERT_TRUE(converted.is_ok() && stored.is_ok() && original.is_ok());
-  EXPECT_EQ(converted.value()->weight_dtype(), "BF16");
-  const Gpt2Weights& a = dynamic_cast<const Gpt2Model&>(*converted.value()).weights();
-  const Gpt2Weights& b = dynamic_cast<const Gpt2Model&>(*stored.value()).weights();
-  const Gpt2Weights& f = dynamic_cast<const Gpt2Model&>(*original.value()).weights();
-  EXPECT_EQ(bytes_of(a.wte), bytes_of(b.wte));
-  const int C = converted.value()->config().n_embd;
-  for (size_t l = 0; l < a.layers.size(); ++l) {
-    for (auto m :
-         {&Gpt2Layer::c_attn, &Gpt2Layer::attn_c_proj, &Gpt2Layer::c_fc, &Gpt2Layer::mlp_c_proj})
-      EXPECT_EQ(bytes_of(a.layers[l].*m), bytes_of(b.layers[l].*m)) << "layer " << l;
-    for (auto v : {&Gpt2Layer::ln_1_weight, &Gpt2Layer::ln_1_bias, &Gpt2Layer::ln_2_bias,
-                   &Gpt2Layer::attn_c_proj_bias})
-      EXPECT_EQ(std::memcmp(a.layers[l].*v, f.layers[l].*v, C * sizeof(float)), 0) << l;
+// --weights bf16 or f16 on an F32 file gives, matrix by matrix, the bytes of the same seed
+// written as that type (the writer rounds each value to nearest even with the scalar
+// f32_to_bf16 / f32_to_f16; the loader rounds whole rows in SIMD); norms and biases keep the
+// F32 file's values.
+TEST(Gpt2Loading, ConvertOnLoadRoundsLikeTheWriter) {
+  for (DType type : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(type));
+    test::TempDir f32, written;
+    RandomGpt2Options options;
+    ASSERT_TRUE(write_random_gpt2(f32.path(), test::tiny_gpt2_config(), options).is_ok());
+    options.dtype = type;
+    ASSERT_TRUE(write_random_gpt2(written.path(), test::tiny_gpt2_config(), options).is_ok());
+    LoadOptions convert;
+    convert.convert_weights = type;
+    auto converted = load_model(f32.path(), convert);
+    auto stored = load_model(written.path(), {});
+    auto original = load_model(f32.path(), {});
+    ASSERT_TRUE(converted.is_ok() && stored.is_ok() && original.is_ok());
+    EXPECT_EQ(converted.value()->weight_dtype(), dtype_name(type));
+    const Gpt2Weights& a = dynamic_cast<const Gpt2Model&>(*converted.value()).weights();
+    const Gpt2Weights& b = dynamic_cast<const Gpt2Model&>(*stored.value()).weights();
+    const Gpt2Weights& f = dynamic_cast<const Gpt2Model&>(*original.value()).weights();
+    EXPECT_EQ(bytes_of(a.wte), bytes_of(b.wte));
+    const int C = converted.value()->config().n_embd;
+    for (size_t l = 0; l < a.layers.size(); ++l) {
+      for (auto m : {&Gpt2Layer::c_attn, &Gpt2Layer::attn_c_proj, &Gpt2Layer::c_fc,
+                     &Gpt2Layer::mlp_c_proj})
+        EXPECT_EQ(bytes_of(a.layers[l].*m), bytes_of(b.layers[l].*m)) << "layer " << l;
+      for (auto v : {&Gpt2Layer::ln_1_weight, &Gpt2Layer::ln_1_bias, &Gpt2Layer::ln_2_bias,
+                     &Gpt2Layer::attn_c_proj_bias})
+        EXPECT_EQ(std::memcmp(a.layers[l].*v, f.layers[l].*v, C * sizeof(float)), 0) << l;
+    }
   }
 }
 
