@@ -74,8 +74,8 @@ TEST(Gpt2Loading, ConvertOnLoadRoundsLikeTheWriter) {
     EXPECT_EQ(bytes_of(a.wte), bytes_of(b.wte));
     const int C = converted.value()->config().n_embd;
     for (size_t l = 0; l < a.layers.size(); ++l) {
-      for (auto m : {&Gpt2Layer::c_attn, &Gpt2Layer::attn_c_proj, &Gpt2Layer::c_fc,
-                     &Gpt2Layer::mlp_c_proj})
+      for (auto m :
+           {&Gpt2Layer::c_attn, &Gpt2Layer::attn_c_proj, &Gpt2Layer::c_fc, &Gpt2Layer::mlp_c_proj})
         EXPECT_EQ(bytes_of(a.layers[l].*m), bytes_of(b.layers[l].*m)) << "layer " << l;
       for (auto v : {&Gpt2Layer::ln_1_weight, &Gpt2Layer::ln_1_bias, &Gpt2Layer::ln_2_bias,
                      &Gpt2Layer::attn_c_proj_bias})
