@@ -7,6 +7,7 @@
 
 #include "ops/dtype.h"
 #include "ops/half_rows.h"
+#include "ops/kv_encode_rows.h"
 
 namespace kvlm {
 
@@ -108,6 +109,36 @@ void kv_encode_row(std::byte* dst, const float* src, size_t n, KvDtype dtype,
       return;
     case KvDtype::bf16:
       f32_to_bf16_row(reinterpret_cast<uint16_t*>(dst), src, n);
+      return;
+    case KvDtype::fp8:
+      f32_to_e4m3_row(reinterpret_cast<uint8_t*>(dst), src, n, head_scales, head_dim);
+      return;
+    case KvDtype::int8:
+      return;  // not storable; caches refuse it
+    case KvDtype::q8_0:
+    case KvDtype::q8_0_kc:
+      quantize_q8_0_row(dst, src, n);
+      return;
+  }
+}
+
+void kv_encode_row_reference(std::byte* dst, const float* src, size_t n, KvDtype dtype,
+                   const float* head_scales, size_t head_dim) {
+  switch (dtype) {
+    case KvDtype::f32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return;
+    case KvDtype::f16:
+      for (size_t c = 0; c < n; ++c) {
+        const uint16_t h = f32_to_f16(src[c]);
+        std::memcpy(dst + 2 * c, &h, 2);
+      }
+      return;
+    case KvDtype::bf16:
+      for (size_t c = 0; c < n; ++c) {
+        const uint16_t h = f32_to_bf16(src[c]);
+        std::memcpy(dst + 2 * c, &h, 2);
+      }
       return;
     case KvDtype::fp8:
       for (size_t c = 0; c < n; ++c)

@@ -59,6 +59,10 @@ inline KvRowFormat f32_rows(size_t kv_dim) {
 // divides value c before rounding (saturating at +-448).
 void kv_encode_row(std::byte* dst, const float* src, size_t n, KvDtype dtype,
                    const float* head_scales, size_t head_dim);
+// The same bytes, one value at a time in scalar code: what tests check the SIMD rows
+// (ops/half_rows.h, ops/kv_encode_rows.h) against.
+void kv_encode_row_reference(std::byte* dst, const float* src, size_t n, KvDtype dtype,
+                             const float* head_scales, size_t head_dim);
 // Value c of a stored row of n values; `scale` is the fp8 scale of c's head (ignored otherwise).
 float kv_decode_value(const std::byte* row, size_t n, size_t c, KvDtype dtype, float scale);
 
