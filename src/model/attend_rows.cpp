@@ -298,6 +298,15 @@ void attend_rows(float* out, size_t out_stride, const float* q, size_t q_stride,
     attend_decode_rows(out, out_stride, q, q_stride, rows, layer, cache, shape, format, par);
     return;
   }
+  // A row alone in its sequence (decode) reads its cache from memory, so its rows are fetched
+  // ahead; a prefill chunk's rows read positions just written or just read by the row before.
+  std::vector<int> seqs;
+  for (const AttentionRow& row : rows) seqs.push_back(row.seq);
+  std::sort(seqs.begin(), seqs.end());
+  auto alone = [&](int seq) {
+    const auto [first, last] = std::equal_range(seqs.begin(), seqs.end(), seq);
+    return last - first == 1;
+  };
   const int n_blocks = (n_rows + kRowsPerTask - 1) / kRowsPerTask;
   // Heads go in groups sharing a key/value head (they read the same slice); when that leaves
   // fewer tasks than two per thread (decoding few sequences of a model with few KV heads),
@@ -329,7 +338,7 @@ void attend_rows(float* out, size_t out_stride, const float* q, size_t q_stride,
           drop_leading_positions(runs, n_positions - shape.sliding_window, format.row_bytes);
         attention_heads_forward(out + r * out_stride, q + r * q_stride, runs, format, my_scratch,
                                 shape.n_head, shape.n_kv_head, shape.head_dim, head_begin,
-                                head_end);
+                                head_end, alone(rows[r].seq));
       }
     }
   }

@@ -41,7 +41,7 @@ namespace {
 template <int NV, bool kPartial, class R>
 HWY_INLINE void WeightedValues(float* HWY_RESTRICT o, const KvRun* runs, size_t n_runs,
                                size_t row_bytes, size_t column, const float* HWY_RESTRICT w,
-                               size_t n_cols, const R& rd) {
+                               size_t n_cols, bool fetch_ahead, const R& rd) {
   const DF df;
   VF acc[NV];
   for (int v = 0; v < NV; ++v) acc[v] = hn::Zero(df);
@@ -59,7 +59,7 @@ HWY_INLINE void WeightedValues(float* HWY_RESTRICT o, const KvRun* runs, size_t 
     const std::byte* row = runs[r].v;
     const int n = runs[r].n_positions;
     for (int j = 0; j < n; ++j, row += row_bytes, ++w) {
-      if (j + kPrefetchAhead < n)
+      if (fetch_ahead && j + kPrefetchAhead < n)
         PrefetchRow(rd.At(row + kPrefetchAhead * row_bytes, column), n_cols * R::kBytes);
       bool done = false;
       if constexpr (R::kBlockScaled && !kPartial) {
@@ -104,18 +104,20 @@ constexpr int kValueVecs = 8;  // vectors of one head's output kept in registers
 // One head's weighted sum of values over columns [0, D), kValueVecs vectors at a time.
 template <class R>
 void WeightedValuesHead(float* o, const KvRun* runs, size_t n_runs, size_t row_bytes,
-                        size_t kv_offset, const float* w, size_t D, const R& rd) {
+                        size_t kv_offset, const float* w, size_t D, bool fetch_ahead, const R& rd) {
   for (size_t d0 = 0; d0 < D; d0 += kValueVecs * kN) {
     const size_t n = std::min(kValueVecs * kN, D - d0);
     const size_t nv = (n + kN - 1) / kN;
     const bool partial = n % kN != 0;
-#define KVLM_WEIGHTED_VALUES(NV)                                                            \
-  case NV:                                                                                  \
-    if (partial) {                                                                          \
-      WeightedValues<NV, true>(o + d0, runs, n_runs, row_bytes, kv_offset + d0, w, n, rd);  \
-    } else {                                                                                \
-      WeightedValues<NV, false>(o + d0, runs, n_runs, row_bytes, kv_offset + d0, w, n, rd); \
-    }                                                                                       \
+#define KVLM_WEIGHTED_VALUES(NV)                                                                   \
+  case NV:                                                                                         \
+    if (partial) {                                                                                 \
+      WeightedValues<NV, true>(o + d0, runs, n_runs, row_bytes, kv_offset + d0, w, n, fetch_ahead, \
+                               rd);                                                                \
+    } else {                                                                                       \
+      WeightedValues<NV, false>(o + d0, runs, n_runs, row_bytes, kv_offset + d0, w, n,             \
+                                fetch_ahead, rd);                                                  \
+    }                                                                                              \
     break;
     switch (nv) {
       KVLM_WEIGHTED_VALUES(1)
@@ -132,11 +134,12 @@ void WeightedValuesHead(float* o, const KvRun* runs, size_t n_runs, size_t row_b
 }
 static_assert(kValueVecs == 8, "WeightedValuesHead's switch covers 1..8 vectors");
 
-// One query head over all positions: keys read by rk, values by rv.
+// One query head over all positions: keys read by rk, values by rv; rows fetched ahead into L2
+// when fetch_ahead (rows nothing has just read).
 template <class R>
 void AttendHead(float* HWY_RESTRICT oh, const float* HWY_RESTRICT qh, const KvRun* runs,
                 size_t n_runs, size_t row_bytes, size_t kv_offset, float* scratch, size_t D,
-                float scale, const R& rk, const R& rv) {
+                float scale, bool fetch_ahead, const R& rk, const R& rv) {
   const DF df;
   // Scores q.k / sqrt(D), four positions at a time across run boundaries, and their maximum
   // for a stable softmax.
@@ -167,7 +170,7 @@ void AttendHead(float* HWY_RESTRICT oh, const float* HWY_RESTRICT qh, const KvRu
     const std::byte* k = runs[r].k;
     const int n = runs[r].n_positions;
     for (int j = 0; j < n; ++j) {
-      if (j + kPrefetchAhead < n)
+      if (fetch_ahead && j + kPrefetchAhead < n)
         PrefetchRow(rk.At(k + (j + kPrefetchAhead) * row_bytes, kv_offset), D * R::kBytes);
       k_rows[n_group++] = k + j * row_bytes;
       if (n_group == 4) score_group();
@@ -176,7 +179,7 @@ void AttendHead(float* HWY_RESTRICT oh, const float* HWY_RESTRICT qh, const KvRu
   if (n_group > 0) score_group();
   const float sum = ExpAndSumChunks(scratch, p, max_score);
   // Weighted sum of values, positions in order.
-  WeightedValuesHead(oh, runs, n_runs, row_bytes, kv_offset, scratch, D, rv);
+  WeightedValuesHead(oh, runs, n_runs, row_bytes, kv_offset, scratch, D, fetch_ahead, rv);
   const VF inv_sum = hn::Set(df, 1.0f / sum);
   size_t d = 0;
   for (; d + kN <= D; d += kN) hn::StoreU(hn::Mul(hn::LoadU(df, oh + d), inv_sum), df, oh + d);
@@ -258,7 +261,7 @@ void AttendHeadsTogether(float* HWY_RESTRICT out, const float* HWY_RESTRICT q, c
 
 void AttentionImpl(float* out, const float* q, const KvRun* runs, size_t n_runs,
                    const KvRowFormat& format, float* scratch, int n_head, int n_kv_head,
-                   int head_dim, int head_begin, int head_end) {
+                   int head_dim, int head_begin, int head_end, bool fetch_ahead) {
   const size_t D = head_dim, kv_dim = static_cast<size_t>(n_kv_head) * head_dim;
   const int group = n_head / n_kv_head;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
@@ -270,25 +273,25 @@ void AttentionImpl(float* out, const float* q, const KvRun* runs, size_t n_runs,
     const size_t rb = format.row_bytes;
     switch (format.dtype) {
       case KvDtype::f32:
-        AttendHead(oh, qh, runs, n_runs, rb, kv_offset, scratch, D, scale, F32Reader{},
+        AttendHead(oh, qh, runs, n_runs, rb, kv_offset, scratch, D, scale, fetch_ahead, F32Reader{},
                    F32Reader{});
         break;
       case KvDtype::f16:
-        AttendHead(oh, qh, runs, n_runs, rb, kv_offset, scratch, D, scale,
+        AttendHead(oh, qh, runs, n_runs, rb, kv_offset, scratch, D, scale, fetch_ahead,
                    Half16Reader<hwy::float16_t>{}, Half16Reader<hwy::float16_t>{});
         break;
       case KvDtype::bf16:
-        AttendHead(oh, qh, runs, n_runs, rb, kv_offset, scratch, D, scale,
+        AttendHead(oh, qh, runs, n_runs, rb, kv_offset, scratch, D, scale, fetch_ahead,
                    Half16Reader<hwy::bfloat16_t>{}, Half16Reader<hwy::bfloat16_t>{});
         break;
       case KvDtype::q8_0:
       case KvDtype::q8_0_kc:  // as q8_0 (the model reads q8_0_kc keys through attend_rows'
                               // widening)
-        AttendHead(oh, qh, runs, n_runs, rb, kv_offset, scratch, D, scale, Q8Reader{kv_dim},
-                   Q8Reader{kv_dim});
+        AttendHead(oh, qh, runs, n_runs, rb, kv_offset, scratch, D, scale, fetch_ahead,
+                   Q8Reader{kv_dim}, Q8Reader{kv_dim});
         break;
       case KvDtype::fp8:
-        AttendHead(oh, qh, runs, n_runs, rb, kv_offset, scratch, D, scale,
+        AttendHead(oh, qh, runs, n_runs, rb, kv_offset, scratch, D, scale, fetch_ahead,
                    Fp8Reader{format.k_scale[g]}, Fp8Reader{format.v_scale[g]});
         break;
       case KvDtype::int8:
@@ -323,7 +326,7 @@ void AttentionTogetherImpl(float* out, const float* q, const KvRun* runs, size_t
     }
   }
   AttentionImpl(out, q, runs, n_runs, format, scratch, n_head, n_kv_head, head_dim, head_begin,
-                head_end);
+                head_end, /*fetch_ahead=*/true);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -340,15 +343,16 @@ void attention_forward(float* out, const float* q, std::span<const KvRun> runs,
                        const KvRowFormat& format, float* scratch, int n_head, int n_kv_head,
                        int head_dim) {
   HWY_DYNAMIC_DISPATCH(AttentionImpl)
-  (out, q, runs.data(), runs.size(), format, scratch, n_head, n_kv_head, head_dim, 0, n_head);
+  (out, q, runs.data(), runs.size(), format, scratch, n_head, n_kv_head, head_dim, 0, n_head,
+   /*fetch_ahead=*/true);
 }
 
 void attention_heads_forward(float* out, const float* q, std::span<const KvRun> runs,
                              const KvRowFormat& format, float* scratch, int n_head, int n_kv_head,
-                             int head_dim, int head_begin, int head_end) {
+                             int head_dim, int head_begin, int head_end, bool fetch_ahead) {
   HWY_DYNAMIC_DISPATCH(AttentionImpl)
   (out, q, runs.data(), runs.size(), format, scratch, n_head, n_kv_head, head_dim,
-   std::max(head_begin, 0), std::min(head_end, n_head));
+   std::max(head_begin, 0), std::min(head_end, n_head), fetch_ahead);
 }
 
 void attention_heads_together_forward(float* out, const float* q, std::span<const KvRun> runs,

@@ -41,10 +41,12 @@ void attention_forward(float* out, const float* q, std::span<const KvRun> runs,
 
 // The same for query heads [head_begin, head_end) only (out and q still point at head 0 of
 // the row): lets a caller spread one row's heads over threads. Each head's result is the same
-// bits whichever call computes it.
+// bits whichever call computes it. fetch_ahead: prefetch each row a few positions before it is
+// read, for rows in memory (a decode row); a prefill row reads rows just written or just read
+// by its neighbours, in cache, where the prefetches only cost issue slots. Never changes a bit.
 void attention_heads_forward(float* out, const float* q, std::span<const KvRun> runs,
                              const KvRowFormat& format, float* scratch, int n_head, int n_kv_head,
-                             int head_dim, int head_begin, int head_end);
+                             int head_dim, int head_begin, int head_end, bool fetch_ahead = true);
 
 // The same heads in one pass over the positions (each position's keys, then values, for all of
 // them read as one stretch of its row) where the stored type allows (f32, f16, bf16, head_dim a

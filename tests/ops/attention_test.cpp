@@ -148,9 +148,10 @@ TEST(AttentionTest, HeadRangesGiveTheSameBitsAndTouchOnlyTheirHeads) {
                       c.n_kv_head, c.head_dim);
     for (int group = 1; group <= c.n_head; ++group) {
       std::vector<float> got(n_out, 0.0f);
-      for (int h0 = 0; h0 < c.n_head; h0 += group)
+      for (int h0 = 0; h0 < c.n_head; h0 += group)  // prefetched ahead (decode) or not (prefill)
         attention_heads_forward(got.data(), q, split(c, d, {5}), d.format, scratch.data(), c.n_head,
-                                c.n_kv_head, c.head_dim, h0, std::min(h0 + group, c.n_head));
+                                c.n_kv_head, c.head_dim, h0, std::min(h0 + group, c.n_head),
+                                /*fetch_ahead=*/group % 2 == 0);
       ASSERT_EQ(std::memcmp(got.data(), all.data(), n_out * 4), 0) << "groups of " << group;
     }
     std::vector<float> one(n_out, -3.0f);
