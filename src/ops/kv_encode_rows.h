@@ -1,6 +1,6 @@
 // The 8-bit KV cache encodings of a row in SIMD, dispatched at run time: what a cache stored as
 // fp8 or q8_0 does to every key and value it writes (18,432 values a token for GPT-2 124M; the
-// scalar loops took 16 and 4 ns a value, a quarter of a batch-8 decode step with fp8). Each gives
+// scalar loops took 16 and 4 ns a value, a fifth of a batch-8 decode step with fp8). Each gives
 // exactly the bytes of kv_encode_row_reference (ops/kv_format.h) on every target.
 #pragma once
 
