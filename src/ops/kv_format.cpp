@@ -123,7 +123,7 @@ void kv_encode_row(std::byte* dst, const float* src, size_t n, KvDtype dtype,
 }
 
 void kv_encode_row_reference(std::byte* dst, const float* src, size_t n, KvDtype dtype,
-                   const float* head_scales, size_t head_dim) {
+                             const float* head_scales, size_t head_dim) {
   switch (dtype) {
     case KvDtype::f32:
       std::memcpy(dst, src, n * sizeof(float));
