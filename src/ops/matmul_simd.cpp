@@ -18,8 +18,9 @@
 //     on the tile kernel above, the 16 lanes added by the same tree at the end: the prefill
 //     kernel (GPT-2 124M shapes at 128 rows, AVX2: 1.2-2.7x faster than the dot tiles; over the
 //     four layer shapes as fast as kInOut's tiled kernel, 0.97-0.99x the time).
-// F16 weights packed at load as column strips (either layout, ops/weight_strips.h): batched
-// decode of 3..8 rows runs the row stream's register tiles over them (matmul_strips-inl.h).
+// F16 weights packed at load as column strips (either layout, ops/weight_strips.h): decode runs
+// the row stream's register tiles over them (matmul_strips-inl.h: 1..8 rows of [I, O], 3..8 of
+// [O, I]).
 //
 // An OpenMP parallel region here only calls a HWY_NOINLINE function of this target: clang
 // (14 at least) compiles a region's body as a separate outlined function that does not get the
@@ -490,7 +491,8 @@ void MatmulImpl(float* out, const float* x, const WeightMatrix& w, const float* 
   // F16 strips packed at load: batched decode reads them (the same bits as the kernels below).
   const bool decode =
       path == MatmulPath::kRowStream || (path == MatmulPath::kAuto && T <= kStreamMaxRows);
-  if (w.strips && w.dtype == DType::kF16 && decode && StripsTake(T))
+  if (w.strips && w.dtype == DType::kF16 && decode &&
+      StripsTake(T, w.layout == WeightLayout::kOutIn))
     return StripsForward(out, x, w, bias, T, n_threads);
   VisitWeights(w.data, w.dtype, [&](const auto* wt) {
     if (w.layout == WeightLayout::kOutIn) {

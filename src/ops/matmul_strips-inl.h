@@ -1,4 +1,5 @@
-// Batched decode (3..8 rows) over F16 weights packed at load as column strips
+// Decode (1..8 rows of [n_in, n_out], 3..8 of [n_out, n_in]) over F16 weights packed at load as
+// column strips
 // (ops/weight_strips.h): the row stream's register tiles (matmul_stream_tile-inl.h) read each strip
 // as one contiguous stream. kInOut: a strip is 48 columns of W, rows in order. kOutIn: a strip is
 // 48 outputs, their elements grouped by lane class (i % 16), so each lane's chain of matmul.h's
@@ -12,6 +13,10 @@
 // apart) and 6.8 ms as strips; the output head 4.4 ms through the dot tiles (their lane sums and
 // a weight widened once per 4 rows) and 3.4 ms as lane-class strips (kernels_bench in cache:
 // 214-255 -> 289-307 GFLOP/s on the [O, I] layer shapes, 245-267 -> 341-348 on [I, O]).
+// Batch 1 and 2 of [I, O] too (Zen 5, 2026-12-04): the stored matrix split by columns gives each
+// thread 3 KB pieces of rows 6 KB apart, and this machine's prefetchers stream such gapped runs
+// at half the rate of one contiguous run (a pure-read loop, 2 threads: 30 against 60 GB/s);
+// kernels_bench's four layer shapes at batch 1 went from 30-34 to 56-77 GB/s.
 
 // Per-target include guard: this file is included once per Highway target.
 #if defined(KVLM_OPS_MATMUL_STRIPS_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -138,6 +143,12 @@ void OutInStripsRange(float* out, const float* x, const hwy::float16_t* strips, 
 
 #define KVLM_STRIPS_ROWS(KERNEL, rows, ...) \
   switch (rows) {                           \
+    case 1:                                 \
+      KERNEL<1>(__VA_ARGS__);               \
+      break;                                \
+    case 2:                                 \
+      KERNEL<2>(__VA_ARGS__);               \
+      break;                                \
     case 3:                                 \
       KERNEL<3>(__VA_ARGS__);               \
       break;                                \
@@ -177,10 +188,11 @@ HWY_NOINLINE void StripsThread(bool out_in, float* out, const float* x,
 }
 #undef KVLM_STRIPS_ROWS
 
-// Whether StripsForward takes n_rows rows: 3..8 (fewer: a strip's x broadcasts would feed too
-// few fmas; the row stream and dot tiles read the stored matrix at the bus's rate there).
-HWY_INLINE bool StripsTake(size_t n_rows) {
-  return n_rows >= 3 && n_rows <= kStripMaxRows;
+// Whether StripsForward takes n_rows rows: 1..8 of [n_in, n_out]; 3..8 of [n_out, n_in] (fewer: a
+// lane class's chains would feed too few fmas; the dot tiles read the stored rows, each output's
+// own contiguous run, at the bus's rate there).
+HWY_INLINE bool StripsTake(size_t n_rows, bool out_in) {
+  return n_rows >= (out_in ? 3 : 1) && n_rows <= kStripMaxRows;
 }
 
 // out [T, O] = x @ W + bias for W's F16 strips (w.strips), over n_threads threads.
