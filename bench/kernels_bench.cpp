@@ -25,6 +25,7 @@
 #include "ops/dtype.h"
 #include "ops/matmul.h"
 #include "ops/matmul_bf16amx.h"
+#include "ops/matmul_bf16dot.h"
 #include "ops/matmul_internal.h"
 #include "ops/quant.h"
 #include "ops/weight_strips.h"
@@ -95,10 +96,12 @@ void run_matmul(benchmark::State& state, bool from_memory) {
     weights.emplace_back(bytes.size());
     std::memcpy(weights.back().data(), bytes.data(), bytes.size());
   }
-  // BF16 [n_in, n_out] on AMX: also the tiles the loaders pack (pack_bf16amx_tiles), which are
-  // what the engine's decode reads (without them the kernels pair rows up per call).
+  // BF16 [n_in, n_out] on AMX or vdpbf16ps: also the tiles the loaders pack
+  // (pack_bf16amx_tiles), which are what the engine's decode reads (without them the kernels
+  // pair rows up per call). vdpbf16ps reads them only where the strips are on, as the loader.
   std::vector<HugePageBuffer> tiles;
-  if (type == DType::kBF16 && layout == WeightLayout::kInOut && bf16_amx_active())
+  if (type == DType::kBF16 && layout == WeightLayout::kInOut &&
+      (bf16_amx_active() || (bf16_dot_active() && weight_strips_enabled())))
     for (int c = 0; c < n_copies; ++c) {
       const WeightMatrix plain{weights[c].data(), type, layout, s.n_in, s.n_out};
       tiles.emplace_back(bf16amx_tiles_size(plain) * sizeof(uint16_t));

@@ -19,10 +19,11 @@ namespace {
 
 // Second copies of the 16-bit matrices in the orders decode's kernels stream (each kernel gives
 // the bits of reading the stored matrix): AMX's tiles of the BF16 layers, which vdpbf16ps's
-// batched decode also reads (their weight pairs) and its head's pairs by lane class where AMX
-// does not run, and F16's column strips for batched decode (ops/weight_strips.h). Decode of one
-// sequence keeps reading the stored matrices, except on AMX. set_weight_strips_enabled(false)
-// (`KVLM_STRIPS=0`) skips the copies made for batched decode only.
+// decode also reads (their weight pairs) and its head's pairs by lane class where AMX does not
+// run, and F16's column strips (ops/weight_strips.h). Decode of one sequence reads the layers'
+// copies too (a thread's columns one contiguous stream) but the output heads as stored (each
+// output's row already is one). set_weight_strips_enabled(false) (`KVLM_STRIPS=0`) skips every
+// copy but AMX's.
 void repack_for_decode(Gpt2Weights& weights, WeightStorage& storage) {
   const bool amx = bf16_amx_active();
   const bool batched_bf16 = bf16_dot_active() && !amx && weight_strips_enabled();

@@ -9,7 +9,7 @@
 //     cache block into a packed panel (tiled: prefill, 8 rows x 48 columns per register tile)
 //     or in registers as they are read (row stream: few rows, the weight rows streamed in
 //     order, accumulators in L1), or read already paired from the AMX tiles packed at load
-//     (batched decode of 3..8 rows: InOutTilesThread);
+//     (decode of 1..8 rows where a loader packed them: InOutTilesThread);
 //   kOutIn (W [O, I]): a weight row already holds its pairs; x rows are rounded to bf16 one
 //     32-element chunk at a time and each output is a 16-lane chain reduced at the end; or, for
 //     batched decode of the output head, the pairs packed at load by lane class
@@ -35,6 +35,8 @@
 #define KVLM_BF16DOT_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 #define KVLM_BF16DOT_NOINLINE __attribute__((noinline)) KVLM_BF16DOT_TARGET
 #define KVLM_BF16DOT_INLINE inline __attribute__((always_inline)) KVLM_BF16DOT_TARGET
+
+
 
 namespace kvlm {
 namespace {
@@ -391,10 +393,10 @@ KVLM_BF16DOT_NOINLINE void InOutStreamRegThread(float* out, const float* x, cons
   }
 }
 
-// kInOut batched decode over the weights packed at load as AMX tiles (WeightMatrix::amx_tiles,
+// kInOut decode over the weights packed at load as AMX tiles (WeightMatrix::amx_tiles,
 // matmul_bf16amx.h): a 16-column strip's pair p is the 32 values at p * 32 of the strip, already
 // (W[2p][c], W[2p+1][c]) pairs as vdpbf16ps takes them (0 for the missing odd row of an odd
-// n_in), and each strip is one contiguous stream. R (3..8) rows x V strips of accumulators stay
+// n_in), and each strip is one contiguous stream. R (1..8) rows x V strips of accumulators stay
 // in registers over all pairs, x pairs broadcast from a packed copy: no pairing permutes, and V
 // sequential streams instead of 64-byte pieces of rows kilobytes apart. Each output is one chain
 // over the pairs in increasing order from zero, so the bits are InOutStreamRegThread's.
@@ -402,7 +404,10 @@ template <int R>
 KVLM_BF16DOT_NOINLINE void InOutTilesThread(float* out, const float* x, const uint16_t* tiles,
                                             const float* bias, size_t n_in, size_t n_out,
                                             size_t t, size_t nt) {
-  constexpr int V = std::max(1, 24 / R);
+  // At most 8 strips (streams) at once: one or two rows would take 24 or 12, and batch-1 decode
+  // over 24 interleaved streams ran at half the rate of 4 to 8 (Zen 5, kernels_bench's layer
+  // shapes, 2 threads: 87-167 us against 49-61 us).
+  constexpr int V = std::min(8, 24 / R);
   // Each stream's lines fetched this many pairs ahead (8-64 measured alike, batch-8 decode).
   constexpr size_t kAheadPairs = 32;
   const size_t n_pairs = (n_in + 1) / 2;
@@ -722,8 +727,8 @@ constexpr StreamFn kStreamFns[kStreamMaxRows] = {
     InOutStreamThread<1>, InOutStreamThread<2>, InOutStreamThread<3>, InOutStreamThread<4>,
     InOutStreamThread<5>, InOutStreamThread<6>, InOutStreamThread<7>, InOutStreamThread<8>};
 constexpr StreamFn kTilesFns[kStreamMaxRows] = {
-    nullptr,                 nullptr,                 InOutTilesThread<3>, InOutTilesThread<4>,
-    InOutTilesThread<5>,     InOutTilesThread<6>,     InOutTilesThread<7>, InOutTilesThread<8>};
+    InOutTilesThread<1>, InOutTilesThread<2>, InOutTilesThread<3>, InOutTilesThread<4>,
+    InOutTilesThread<5>, InOutTilesThread<6>, InOutTilesThread<7>, InOutTilesThread<8>};
 constexpr StreamFn kHeadStripsFns[kStreamMaxRows] = {
     nullptr,                  nullptr,                  OutInStripsThread<3>, OutInStripsThread<4>,
     OutInStripsThread<5>,     OutInStripsThread<6>,     OutInStripsThread<7>, OutInStripsThread<8>};
@@ -777,7 +782,7 @@ void matmul_bf16dot_forward(float* out, const float* x, const WeightMatrix& w, c
     const StreamFn* fns = I == 0 ? kStreamFns : kStreamRegFns;
     StreamFn fn = fns[rows - 1];
     const uint16_t* wr = wb;
-    if (w.amx_tiles && I > 0 && kTilesFns[rows - 1]) {  // the tiles packed at load: 3..8 rows
+    if (w.amx_tiles && I > 0) {  // the tiles packed at load
       fn = kTilesFns[rows - 1];
       wr = w.amx_tiles;
     }

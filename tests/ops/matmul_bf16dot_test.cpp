@@ -229,6 +229,29 @@ TEST(MatmulBf16DotTest, LargeShapesCrossEveryBlock) {
   check_against_model(67, 1000, 3, WeightLayout::kInOut, 2, rng);
 }
 
+// Decode of every row count reads [n_in, n_out]'s tiles packed at load, not the matrix as stored:
+// zeroed tiles leave only the bias (one and two rows too: the stored matrix split by columns
+// gives each thread pieces of rows apart, which the prefetchers stream at half the rate).
+TEST(MatmulBf16DotTest, DecodeOfEveryRowCountReadsTheTilesPackedAtLoad) {
+  SKIP_WITHOUT_AVX512_BF16();
+  std::mt19937 rng(31);
+  const int n_in = 40, n_out = 60;
+  const Bf16Matrix m = make_matrix(n_in, n_out, WeightLayout::kInOut, 0, rng);
+  std::vector<uint16_t> zeros(bf16amx_tiles_size(m.view), 0);
+  WeightMatrix packed = m.view;
+  packed.amx_tiles = zeros.data();
+  const std::vector<float> x = test::random_normals(8 * n_in, rng);
+  const std::vector<float> bias = test::random_normals(n_out, rng);
+  for (int n_rows = 1; n_rows <= 8; ++n_rows) {
+    std::vector<float> out(static_cast<size_t>(n_rows) * n_out);
+    matmul_bf16dot_forward(out.data(), x.data(), packed, bias.data(), n_rows, Parallel{2},
+                           MatmulPath::kAuto);
+    size_t bias_only = 0;
+    for (size_t k = 0; k < out.size(); ++k) bias_only += out[k] == bias[k % n_out];
+    EXPECT_EQ(bias_only, out.size()) << n_rows << " rows: not every output read the tiles";
+  }
+}
+
 // Through matmul_forward: BF16 goes to these kernels exactly when bf16_dot_active(), and then
 // a row's bits do not depend on the rows beside it (what cached == uncached rests on).
 TEST(MatmulBf16DotTest, MatmulForwardUsesItOnAvx512TargetsOnly) {
