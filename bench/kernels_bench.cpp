@@ -107,16 +107,16 @@ void run_matmul(benchmark::State& state, bool from_memory) {
       tiles.emplace_back(bf16amx_tiles_size(plain) * sizeof(uint16_t));
       pack_bf16amx_tiles(reinterpret_cast<uint16_t*>(tiles.back().data()), plain, 1);
     }
-  // F16: also the column strips the GPT-2 loader packs (pack_weight_strips), which batched
-  // decode reads (KVLM_STRIPS=0: the matrix as stored).
+  // F16 and F32 [n_in, n_out]: also the column strips the GPT-2 loader packs
+  // (pack_weight_strips), which decode reads (KVLM_STRIPS=0: the matrix as stored).
   std::vector<HugePageBuffer> strips;
   const char* strips_env = std::getenv("KVLM_STRIPS");
   if (wants_weight_strips({weights[0].data(), type, layout, s.n_in, s.n_out}) &&
       !(strips_env && std::string(strips_env) == "0"))
     for (int c = 0; c < n_copies; ++c) {
       const WeightMatrix plain{weights[c].data(), type, layout, s.n_in, s.n_out};
-      strips.emplace_back(weight_strips_size(plain) * sizeof(uint16_t));
-      pack_weight_strips(reinterpret_cast<uint16_t*>(strips.back().data()), plain, 1);
+      strips.emplace_back(weight_strips_bytes(plain));
+      pack_weight_strips(strips.back().data(), plain, 1);
     }
   std::vector<float> x(static_cast<size_t>(rows) * s.n_in, 0.5f), bias(s.n_out, 0.1f);
   std::vector<float> out(static_cast<size_t>(rows) * s.n_out);
@@ -124,7 +124,7 @@ void run_matmul(benchmark::State& state, bool from_memory) {
   for (auto _ : state) {
     WeightMatrix w{weights[c].data(), type, layout, s.n_in, s.n_out};
     if (!tiles.empty()) w.amx_tiles = reinterpret_cast<const uint16_t*>(tiles[c].data());
-    if (!strips.empty()) w.strips = reinterpret_cast<const uint16_t*>(strips[c].data());
+    if (!strips.empty()) w.strips = strips[c].data();
     matmul_forward_path(out.data(), x.data(), w, bias.data(), rows, par, path);
     benchmark::DoNotOptimize(out.data());
     c = (c + 1) % n_copies;

@@ -17,12 +17,12 @@ namespace kvlm {
 
 namespace {
 
-// Second copies of the 16-bit matrices in the orders decode's kernels stream (each kernel gives
-// the bits of reading the stored matrix): AMX's tiles of the BF16 layers, which vdpbf16ps's
-// decode also reads (their weight pairs) and its head's pairs by lane class where AMX does not
-// run, and F16's column strips (ops/weight_strips.h). Decode of one sequence reads the layers'
-// copies too (a thread's columns one contiguous stream) but the output heads as stored (each
-// output's row already is one). set_weight_strips_enabled(false) (`KVLM_STRIPS=0`) skips every
+// Second copies of the matrices in the orders decode's kernels stream (each kernel gives the bits
+// of reading the stored matrix): AMX's tiles of the BF16 layers, which vdpbf16ps's decode also
+// reads (their weight pairs) and its head's pairs by lane class where AMX does not run, and
+// column strips of F16's matrices and F32's layers (ops/weight_strips.h). Decode of one sequence
+// reads the layers' copies too (a thread's columns one contiguous stream) but the output heads as
+// stored (each output's row already is one). set_weight_strips_enabled(false) (`KVLM_STRIPS=0`) skips every
 // copy but AMX's.
 void repack_for_decode(Gpt2Weights& weights, WeightStorage& storage) {
   const bool amx = bf16_amx_active();
@@ -50,7 +50,7 @@ void repack_for_decode(Gpt2Weights& weights, WeightStorage& storage) {
   layers.push_back(&head);
   for (WeightMatrix* m : layers)
     if (wants_weight_strips(*m)) {
-      uint16_t* strips = allocate(weight_strips_size(*m));
+      void* strips = storage.owned.allocate(weight_strips_bytes(*m));
       pack_weight_strips(strips, *m, threads);
       m->strips = strips;
     }

@@ -749,8 +749,8 @@ void matmul_bf16dot_forward(float* out, const float* x, const WeightMatrix& w, c
     // The head's pair strips packed at load: batched decode of 3..8 rows.
     if (w.strips && I > 0 && T <= static_cast<size_t>(kStreamMaxRows) && kHeadStripsFns[T - 1]) {
 #pragma omp parallel num_threads(n_threads)
-      kHeadStripsFns[T - 1](out, x, w.strips, bias, I, O, omp_get_thread_num(),
-                            omp_get_num_threads());
+      kHeadStripsFns[T - 1](out, x, static_cast<const uint16_t*>(w.strips), bias, I, O,
+                            omp_get_thread_num(), omp_get_num_threads());
       return;
     }
     if (T == 1 && I <= kOutInMaxIn) {

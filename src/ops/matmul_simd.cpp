@@ -488,11 +488,10 @@ void MatmulImpl(float* out, const float* x, const WeightMatrix& w, const float* 
   if (n_rows <= 0 || w.n_out <= 0) return;
   n_threads = std::max(n_threads, 1);
   const size_t T = n_rows, I = w.n_in, O = w.n_out;
-  // F16 strips packed at load: batched decode reads them (the same bits as the kernels below).
+  // Strips packed at load: decode reads them (the same bits as the kernels below).
   const bool decode =
       path == MatmulPath::kRowStream || (path == MatmulPath::kAuto && T <= kStreamMaxRows);
-  if (w.strips && w.dtype == DType::kF16 && decode &&
-      StripsTake(T, w.layout == WeightLayout::kOutIn))
+  if (HasStrips(w) && decode && StripsTake(T, w.layout == WeightLayout::kOutIn))
     return StripsForward(out, x, w, bias, T, n_threads);
   VisitWeights(w.data, w.dtype, [&](const auto* wt) {
     if (w.layout == WeightLayout::kOutIn) {

@@ -56,21 +56,21 @@ constexpr int StripTileVecs() {
 // n_steps more steps of R rows' chains over one strip: acc [R][kStripCols] (chains continued),
 // x packed xp[k * R + r], weights ws[k * kStripCols + c]; register tiles of `tile` steps, each
 // fetching the bytes kTileI steps ahead of it (the strip is contiguous: they follow in memory).
-template <int R>
+template <int R, typename WT>
 HWY_INLINE void StripSteps(float* HWY_RESTRICT acc, const float* HWY_RESTRICT xp,
-                           const hwy::float16_t* HWY_RESTRICT ws, size_t n_steps, size_t tile) {
+                           const WT* HWY_RESTRICT ws, size_t n_steps, size_t tile) {
   constexpr int RP = kRegPassRows<R>, NV = StripTileVecs<R>();
   for (size_t k0 = 0; k0 < n_steps; k0 += tile) {
     const size_t kb = std::min(tile, n_steps - k0);
-    const hwy::float16_t* wt = ws + k0 * kStripCols;
-    const hwy::float16_t* ahead = wt + kTileI * kStripCols;  // a fetch never faults
+    const WT* wt = ws + k0 * kStripCols;
+    const WT* ahead = wt + kTileI * kStripCols;  // a fetch never faults
     for (size_t v = 0; v < kStripVecs; v += NV) {
       InOutRegTile<RP, NV, R>(acc + v * kN, kStripCols, xp + k0 * R, wt + v * kN, kStripCols, kb,
                               kN, ahead + v * kN);
       if constexpr (RP < R)
         InOutRegTile<R - RP, NV, R>(acc + RP * kStripCols + v * kN, kStripCols, xp + k0 * R + RP,
                                     wt + v * kN, kStripCols, kb, kN,
-                                    static_cast<const hwy::float16_t*>(nullptr));
+                                    static_cast<const WT*>(nullptr));
     }
   }
 }
@@ -83,9 +83,9 @@ HWY_INLINE void StoreStripVector(VF sum, const float* bias, float* out_row, size
 
 // kInOut strips [s0, s1) for R rows: each output's chain x[i] * W[i][o] fused in increasing i
 // from zero, then the bias (matmul.h).
-template <int R>
-void InOutStripsRange(float* out, const float* x, const hwy::float16_t* strips, const float* bias,
-                      size_t n_in, size_t n_out, size_t s0, size_t s1) {
+template <int R, typename WT>
+void InOutStripsRange(float* out, const float* x, const WT* strips, const float* bias, size_t n_in,
+                      size_t n_out, size_t s0, size_t s1) {
   const DF df;
   thread_local std::vector<float> packed;  // x as [i][R]: a weight row's R values side by side
   packed.resize(n_in * R);
@@ -108,9 +108,9 @@ void InOutStripsRange(float* out, const float* x, const hwy::float16_t* strips, 
 // padded lanes' fma(0, 0, s) of matmul.h), each class's chains run to their end in registers;
 // then matmul.h's tree t = s[l] + s[l + 8], u = t[l] + t[l + 4], (u0 + u2) + (u1 + u3), elementwise
 // over the strip's outputs, then the bias.
-template <int R>
-void OutInStripsRange(float* out, const float* x, const hwy::float16_t* strips, const float* bias,
-                      size_t n_in, size_t n_out, size_t s0, size_t s1) {
+template <int R, typename WT>
+void OutInStripsRange(float* out, const float* x, const WT* strips, const float* bias, size_t n_in,
+                      size_t n_out, size_t s0, size_t s1) {
   const DF df;
   const size_t K = (n_in + 15) / 16;       // steps per lane class
   thread_local std::vector<float> packed;  // x as [l][k][R]: x[r][16 k + l], 0 past n_in
@@ -125,7 +125,7 @@ void OutInStripsRange(float* out, const float* x, const hwy::float16_t* strips, 
   HWY_ALIGN float acc[16 * R * kStripCols];  // [l][r][c]
   for (size_t s = s0; s < s1; ++s) {
     for (size_t k = 0; k < 16 * R * kStripCols; k += kN) hn::Store(hn::Zero(df), df, acc + k);
-    const hwy::float16_t* ws = strips + s * 16 * K * kStripCols;
+    const WT* ws = strips + s * 16 * K * kStripCols;
     for (size_t l = 0; l < 16; ++l)
       StripSteps<R>(acc + l * R * kStripCols, xp + l * K * R, ws + l * K * kStripCols, K, K);
     for (int r = 0; r < R; ++r)
@@ -170,9 +170,10 @@ void OutInStripsRange(float* out, const float* x, const hwy::float16_t* strips, 
   }
 
 // Thread t of nt: its share of the strips for the rows, 8 at a time (n_rows % 8 is 0 or >= 3).
-HWY_NOINLINE void StripsThread(bool out_in, float* out, const float* x,
-                               const hwy::float16_t* strips, const float* bias, size_t n_rows,
-                               size_t n_in, size_t n_out, size_t t, size_t nt) {
+template <typename WT>
+HWY_NOINLINE void StripsThread(bool out_in, float* out, const float* x, const WT* strips,
+                               const float* bias, size_t n_rows, size_t n_in, size_t n_out,
+                               size_t t, size_t nt) {
   const size_t n_strips = (n_out + kStripCols - 1) / kStripCols;
   const size_t s0 = n_strips * t / nt, s1 = n_strips * (t + 1) / nt;
   for (size_t r = 0; r < n_rows; r += kStripMaxRows) {
@@ -195,14 +196,27 @@ HWY_INLINE bool StripsTake(size_t n_rows, bool out_in) {
   return n_rows >= (out_in ? 3 : 1) && n_rows <= kStripMaxRows;
 }
 
-// out [T, O] = x @ W + bias for W's F16 strips (w.strips), over n_threads threads.
-HWY_INLINE void StripsForward(float* out, const float* x, const WeightMatrix& w, const float* bias,
-                              size_t n_rows, int n_threads) {
-  const auto* ws = reinterpret_cast<const hwy::float16_t*>(w.strips);
+template <typename WT>
+HWY_INLINE void StripsForwardAs(float* out, const float* x, const WeightMatrix& w,
+                                const float* bias, size_t n_rows, int n_threads) {
+  const auto* ws = static_cast<const WT*>(w.strips);
   const bool out_in = w.layout == WeightLayout::kOutIn;
 #pragma omp parallel num_threads(n_threads)
   StripsThread(out_in, out, x, ws, bias, n_rows, w.n_in, w.n_out, omp_get_thread_num(),
                omp_get_num_threads());
+}
+
+// Whether w has strips these kernels read (ops/weight_strips.h: F16, F32 [n_in, n_out]).
+HWY_INLINE bool HasStrips(const WeightMatrix& w) {
+  return w.strips && (w.dtype == DType::kF16 ||
+                      (w.dtype == DType::kF32 && w.layout == WeightLayout::kInOut));
+}
+
+// out [T, O] = x @ W + bias for W's strips (HasStrips(w)), over n_threads threads.
+HWY_INLINE void StripsForward(float* out, const float* x, const WeightMatrix& w, const float* bias,
+                              size_t n_rows, int n_threads) {
+  if (w.dtype == DType::kF32) return StripsForwardAs<float>(out, x, w, bias, n_rows, n_threads);
+  StripsForwardAs<hwy::float16_t>(out, x, w, bias, n_rows, n_threads);
 }
 
 }  // namespace

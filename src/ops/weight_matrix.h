@@ -24,11 +24,12 @@ struct WeightMatrix {
   // of pairing rows up on every call, and vdpbf16ps's batched decode reads their pairs (the same
   // bits either way).
   const uint16_t* amx_tiles = nullptr;
-  // When set: the same weights re-laid for batched decode, made once at load, read by its
-  // kernels as one sequential stream per strip (the same bits either way): F16 (either layout)
-  // as column strips (pack_weight_strips, ops/weight_strips.h); a BF16 [n_out, n_in] head as
-  // vdpbf16ps's pairs by lane class (pack_bf16dot_head_strips, ops/matmul_bf16dot.h).
-  const uint16_t* strips = nullptr;
+  // When set: the same weights re-laid for decode, made once at load, read by its kernels as one
+  // sequential stream per strip (the same bits either way): F16 (either layout) and F32
+  // [n_in, n_out] as column strips of their own type (pack_weight_strips, ops/weight_strips.h); a
+  // BF16 [n_out, n_in] head as vdpbf16ps's pairs by lane class (pack_bf16dot_head_strips,
+  // ops/matmul_bf16dot.h).
+  const void* strips = nullptr;
 
   size_t n_bytes() const { return dtype_bytes(dtype, static_cast<size_t>(n_in) * n_out); }
 };

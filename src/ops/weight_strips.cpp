@@ -17,20 +17,28 @@ size_t weight_strips_size(const WeightMatrix& w) {
   return strips * steps * kStripCols;
 }
 
-void pack_weight_strips(uint16_t* strips, const WeightMatrix& w, int n_threads) {
-  const uint16_t* src = static_cast<const uint16_t*>(w.data);
+size_t weight_strips_bytes(const WeightMatrix& w) {
+  return weight_strips_size(w) * dtype_size(w.dtype);
+}
+
+namespace {
+
+// Element is the values' storage type (uint16_t or float): packing only moves them.
+template <typename Element>
+void pack_strips(Element* strips, const WeightMatrix& w, int n_threads) {
+  const Element* src = static_cast<const Element*>(w.data);
   const size_t I = w.n_in, O = w.n_out;
   const int64_t n_strips = static_cast<int64_t>((O + kStripCols - 1) / kStripCols);
   if (w.layout == WeightLayout::kOutIn) {
     const size_t K = (I + 15) / 16;
 #pragma omp parallel for num_threads(std::max(n_threads, 1)) schedule(static)
     for (int64_t s = 0; s < n_strips; ++s) {
-      uint16_t* dst = strips + static_cast<size_t>(s) * 16 * K * kStripCols;
+      Element* dst = strips + static_cast<size_t>(s) * 16 * K * kStripCols;
       for (size_t l = 0; l < 16; ++l)
         for (size_t k = 0; k < K; ++k, dst += kStripCols)
           for (size_t c = 0; c < kStripCols; ++c) {
             const size_t o = static_cast<size_t>(s) * kStripCols + c, i = 16 * k + l;
-            dst[c] = o < O && i < I ? src[o * I + i] : uint16_t{0};
+            dst[c] = o < O && i < I ? src[o * I + i] : Element{0};
           }
     }
     return;
@@ -38,16 +46,25 @@ void pack_weight_strips(uint16_t* strips, const WeightMatrix& w, int n_threads) 
 #pragma omp parallel for num_threads(std::max(n_threads, 1)) schedule(static)
   for (int64_t s = 0; s < n_strips; ++s) {
     const size_t c0 = static_cast<size_t>(s) * kStripCols, n = std::min(kStripCols, O - c0);
-    uint16_t* dst = strips + c0 * I;
+    Element* dst = strips + c0 * I;
     for (size_t i = 0; i < I; ++i, dst += kStripCols) {
       std::copy_n(src + i * O + c0, n, dst);
-      std::fill(dst + n, dst + kStripCols, uint16_t{0});
+      std::fill(dst + n, dst + kStripCols, Element{0});
     }
   }
 }
 
+}  // namespace
+
+void pack_weight_strips(void* strips, const WeightMatrix& w, int n_threads) {
+  if (dtype_size(w.dtype) == 4) return pack_strips(static_cast<float*>(strips), w, n_threads);
+  pack_strips(static_cast<uint16_t*>(strips), w, n_threads);
+}
+
 bool wants_weight_strips(const WeightMatrix& w) {
-  return weight_strips_enabled() && w.dtype == DType::kF16 && w.n_in > 0 && w.n_out > 0;
+  const bool type = w.dtype == DType::kF16 ||
+                    (w.dtype == DType::kF32 && w.layout == WeightLayout::kInOut);
+  return weight_strips_enabled() && type && w.n_in > 0 && w.n_out > 0;
 }
 
 bool weight_strips_enabled() {

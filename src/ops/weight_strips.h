@@ -22,20 +22,23 @@ inline constexpr size_t kStripCols = 48;
 // Values of the strips of w: ceil(n_out / 48) strips of S x 48, S = n_in ([n_in, n_out]) or
 // n_in rounded up to 16 ([n_out, n_in]).
 size_t weight_strips_size(const WeightMatrix& w);
+// Their bytes: each value is one of w's (2 bytes for F16 and BF16, 4 for F32).
+size_t weight_strips_bytes(const WeightMatrix& w);
 
-// Packs w's 16-bit values (F16 or BF16; zero past n_out and n_in), the strips split over
-// n_threads threads:
+// Packs w's values as they are stored (F16, BF16 or F32; zero past n_out and n_in), the strips
+// split over n_threads threads:
 //   [n_in, n_out]: strips[(s * n_in + i) * 48 + c] = W[i][48 s + c]
 //   [n_out, n_in]: strips[((s * 16 + l) * K + k) * 48 + c] = W[48 s + c][16 k + l], K =
 //   ceil(n_in/16)
-void pack_weight_strips(uint16_t* strips, const WeightMatrix& w, int n_threads);
+void pack_weight_strips(void* strips, const WeightMatrix& w, int n_threads);
 
-// Whether a loader packs strips for w: F16 (whose batched decode was bound by widening and
-// strided reads), non-empty, and not switched off.
+// Whether a loader packs strips for w: F16 of either layout (whose batched decode was bound by
+// widening and strided reads) and F32 [n_in, n_out] (whose decode split by columns read pieces of
+// rows apart); non-empty, and not switched off. F32's [n_out, n_in] head keeps its stored rows.
 bool wants_weight_strips(const WeightMatrix& w);
 
-// Turns the packing off (false: loaders keep only the stored matrix, batched F16 decode reads it)
-// or on for the whole process. `kvlm` calls it for KVLM_STRIPS=0. Call it before loading.
+// Turns the packing off (false: loaders keep only the stored matrix, decode reads it) or on for
+// the whole process. `kvlm` calls it for KVLM_STRIPS=0. Call it before loading.
 void set_weight_strips_enabled(bool enabled);
 // Whether it is on. The GPT-2 loader also asks it before packing BF16 layers into AMX tiles for
 // vdpbf16ps's batched decode (on AMX machines the tiles are AMX's own layout and always made).

@@ -1,5 +1,5 @@
 // Column strips (ops/weight_strips.h): where the packing puts each value, which matrices a loader
-// packs, and batched decode over the strips giving the bits of the kernels that read the matrix
+// packs, and decode over the strips giving the bits of the kernels that read the matrix
 // as stored (whose stated order matmul_test.cpp checks), on every SIMD target, at every row and
 // thread count, with misaligned pointers.
 #include "ops/weight_strips.h"
@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ops/dtype.h"
@@ -20,34 +21,74 @@
 namespace kvlm {
 namespace {
 
-struct F16Matrix {
-  std::vector<uint16_t> values;
+// A random normal matrix of F16 (Element uint16_t, its bits) or F32 (Element float) values,
+// `offset` elements into its buffer (misalignment).
+template <typename Element>
+struct TestMatrix {
+  std::vector<Element> values;
   WeightMatrix view;
-  uint16_t at(int i, int o) const {  // W[i][o]
-    const auto* w = static_cast<const uint16_t*>(view.data);
+  Element at(int i, int o) const {  // W[i][o]
+    const auto* w = static_cast<const Element*>(view.data);
     return view.layout == WeightLayout::kInOut ? w[static_cast<size_t>(i) * view.n_out + o]
                                                : w[static_cast<size_t>(o) * view.n_in + i];
   }
 };
 
-// Random normal F16 values, `offset` elements into the buffer (misalignment).
-F16Matrix make_f16(int n_in, int n_out, WeightLayout layout, int offset, std::mt19937& rng) {
+template <typename Element>
+TestMatrix<Element> make_matrix(int n_in, int n_out, WeightLayout layout, int offset,
+                                std::mt19937& rng) {
+  constexpr bool kF32 = std::is_same_v<Element, float>;
   std::normal_distribution<float> normal(0.0f, 0.5f);
-  F16Matrix m;
+  TestMatrix<Element> m;
   m.values.resize(static_cast<size_t>(n_in) * n_out + offset);
-  for (uint16_t& v : m.values) v = f32_to_f16(normal(rng));
-  m.view = WeightMatrix{m.values.data() + offset, DType::kF16, layout, n_in, n_out};
+  for (Element& v : m.values) {
+    if constexpr (kF32) {
+      v = normal(rng);
+    } else {
+      v = f32_to_f16(normal(rng));
+    }
+  }
+  m.view = WeightMatrix{m.values.data() + offset, kF32 ? DType::kF32 : DType::kF16, layout, n_in,
+                        n_out};
   return m;
 }
 
-std::vector<uint16_t> pack(const WeightMatrix& w, int threads) {
-  std::vector<uint16_t> strips(weight_strips_size(w), 0xffff);
+// Packed into a buffer first filled with a value no slot should keep (all bits set: a NaN).
+template <typename Element>
+std::vector<Element> pack(const WeightMatrix& w, int threads) {
+  Element unset;
+  std::memset(&unset, 0xff, sizeof unset);
+  std::vector<Element> strips(weight_strips_size(w), unset);
+  EXPECT_EQ(weight_strips_bytes(w), strips.size() * sizeof(Element));
   pack_weight_strips(strips.data(), w, threads);
   return strips;
 }
 
 const char* layout_name(WeightLayout l) {
   return l == WeightLayout::kInOut ? "[n_in, n_out]" : "[n_out, n_in]";
+}
+
+// The matrices a loader packs: F16 of either layout, F32 [n_in, n_out].
+struct Packed {
+  DType dtype;
+  WeightLayout layout;
+};
+const Packed kPacked[] = {{DType::kF16, WeightLayout::kInOut},
+                          {DType::kF16, WeightLayout::kOutIn},
+                          {DType::kF32, WeightLayout::kInOut}};
+
+// Calls fn(TestMatrix<Element>) with a new random matrix of `p`'s type and layout.
+template <typename Fn>
+void with_matrix(const Packed& p, int n_in, int n_out, int offset, std::mt19937& rng, Fn fn) {
+  if (p.dtype == DType::kF32) {
+    fn(make_matrix<float>(n_in, n_out, p.layout, offset, rng));
+  } else {
+    fn(make_matrix<uint16_t>(n_in, n_out, p.layout, offset, rng));
+  }
+}
+
+std::string name(const Packed& p) {
+  return std::string(dtype_name(p.dtype)) + " " + layout_name(p.layout);
 }
 
 }  // namespace
@@ -57,42 +98,50 @@ TEST(WeightStripsTest, PackingPutsEachValueWhereTheHeaderSays) {
   struct Shape {
     int n_in, n_out;
   };
-  for (WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn})
-    for (Shape s : std::vector<Shape>{{1, 1}, {5, 47}, {16, 48}, {17, 49}, {33, 100}, {64, 97}}) {
-      SCOPED_TRACE(std::string(layout_name(layout)) + " " + std::to_string(s.n_in) + " x " +
-                   std::to_string(s.n_out));
-      const F16Matrix m = make_f16(s.n_in, s.n_out, layout, 1, rng);
-      const size_t n_strips = (s.n_out + kStripCols - 1) / kStripCols;
-      const size_t steps = layout == WeightLayout::kInOut ? s.n_in : (s.n_in + 15) / 16 * 16;
-      ASSERT_EQ(weight_strips_size(m.view), n_strips * steps * kStripCols);
-      const std::vector<uint16_t> strips = pack(m.view, 3);
-      const size_t K = (s.n_in + 15) / 16;
-      for (size_t index = 0; index < strips.size(); ++index) {
-        const size_t c = index % kStripCols, row = index / kStripCols;  // row within all strips
-        const size_t strip = row / steps, step = row % steps;
-        // The element of W this slot holds: input i of output o.
-        const size_t o = strip * kStripCols + c;
-        const size_t i = layout == WeightLayout::kInOut ? step : 16 * (step % K) + step / K;
-        const bool inside = o < static_cast<size_t>(s.n_out) && i < static_cast<size_t>(s.n_in);
-        const uint16_t want = inside ? m.at(static_cast<int>(i), static_cast<int>(o)) : 0;
-        ASSERT_EQ(strips[index], want) << "slot " << index << " (strip " << strip << ", step "
-                                       << step << ", column " << c << ")";
-      }
-    }
+  // Every type and layout the packing takes, F32 [n_out, n_in] included (no loader asks for it).
+  for (DType dtype : {DType::kF16, DType::kF32})
+    for (WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn})
+      for (Shape s : std::vector<Shape>{{1, 1}, {5, 47}, {16, 48}, {17, 49}, {33, 100}, {64, 97}})
+        with_matrix({dtype, layout}, s.n_in, s.n_out, 1, rng, [&](const auto& m) {
+          using Element = typename std::decay_t<decltype(m.values)>::value_type;
+          SCOPED_TRACE(name({dtype, layout}) + " " + std::to_string(s.n_in) + " x " +
+                       std::to_string(s.n_out));
+          const size_t n_strips = (s.n_out + kStripCols - 1) / kStripCols;
+          const size_t steps = layout == WeightLayout::kInOut ? s.n_in : (s.n_in + 15) / 16 * 16;
+          ASSERT_EQ(weight_strips_size(m.view), n_strips * steps * kStripCols);
+          const std::vector<Element> strips = pack<Element>(m.view, 3);
+          const size_t K = (s.n_in + 15) / 16;
+          for (size_t index = 0; index < strips.size(); ++index) {
+            const size_t c = index % kStripCols, row = index / kStripCols;  // within all strips
+            const size_t strip = row / steps, step = row % steps;
+            // The element of W this slot holds: input i of output o.
+            const size_t o = strip * kStripCols + c;
+            const size_t i = layout == WeightLayout::kInOut ? step : 16 * (step % K) + step / K;
+            const bool inside =
+                o < static_cast<size_t>(s.n_out) && i < static_cast<size_t>(s.n_in);
+            const Element want = inside ? m.at(static_cast<int>(i), static_cast<int>(o)) : 0;
+            ASSERT_EQ(std::memcmp(&strips[index], &want, sizeof want), 0)
+                << "slot " << index << " (strip " << strip << ", step " << step << ", column "
+                << c << ")";
+          }
+        });
 }
 
-TEST(WeightStripsTest, OnlyF16MatricesArePackedAndTheSwitchTurnsItOff) {
-  uint16_t value = 0;
-  for (DType dtype : {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kQ4_K})
-    EXPECT_FALSE(wants_weight_strips({&value, dtype, WeightLayout::kInOut, 32, 32}))
-        << dtype_name(dtype);
-  for (WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn})
-    EXPECT_TRUE(wants_weight_strips({&value, DType::kF16, layout, 32, 32}));
-  EXPECT_FALSE(wants_weight_strips({&value, DType::kF16, WeightLayout::kInOut, 0, 32}));
-  set_weight_strips_enabled(false);
-  const bool off = wants_weight_strips({&value, DType::kF16, WeightLayout::kInOut, 32, 32});
-  set_weight_strips_enabled(true);
-  EXPECT_FALSE(off) << "set_weight_strips_enabled(false) did not stop the packing";
+TEST(WeightStripsTest, F16MatricesAndF32LayersArePackedAndTheSwitchTurnsItOff) {
+  float value = 0;
+  for (DType dtype : {DType::kBF16, DType::kQ8_0, DType::kQ4_K})
+    for (WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn})
+      EXPECT_FALSE(wants_weight_strips({&value, dtype, layout, 32, 32})) << dtype_name(dtype);
+  // F32's [n_out, n_in] head: each output's row is already one contiguous run.
+  EXPECT_FALSE(wants_weight_strips({&value, DType::kF32, WeightLayout::kOutIn, 32, 32}));
+  for (const Packed& p : kPacked) {
+    EXPECT_TRUE(wants_weight_strips({&value, p.dtype, p.layout, 32, 32})) << name(p);
+    EXPECT_FALSE(wants_weight_strips({&value, p.dtype, p.layout, 0, 32})) << name(p);
+    set_weight_strips_enabled(false);
+    const bool off = wants_weight_strips({&value, p.dtype, p.layout, 32, 32});
+    set_weight_strips_enabled(true);
+    EXPECT_FALSE(off) << name(p) << ": set_weight_strips_enabled(false) did not stop the packing";
+  }
 }
 
 // The same bits with and without strips: rows 1..8 of [n_in, n_out] and 3..8 of [n_out, n_in] read
@@ -101,33 +150,37 @@ TEST(WeightStripsTest, OnlyF16MatricesArePackedAndTheSwitchTurnsItOff) {
 TEST(WeightStripsTest, DecodeOverStripsGivesTheBitsOfTheStoredMatrix) {
   std::mt19937 rng(17);
   for_each_target([&](const SimdTarget&) {
-    for (WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn})
+    for (const Packed& p : kPacked)
       // 65 and 300: past a register tile (32 steps) and past a lane class of 16 steps; n_out
       // around the 48-column strips.
       for (int n_in : {1, 5, 16, 17, 33, 65, 300})
         for (int n_out : {1, 17, 47, 48, 49, 150})
           for (int n_rows = 1; n_rows <= 9; ++n_rows) {
-            SCOPED_TRACE(std::string(layout_name(layout)) + " n_in " + std::to_string(n_in) +
-                         " n_out " + std::to_string(n_out) + " rows " + std::to_string(n_rows));
+            SCOPED_TRACE(name(p) + " n_in " + std::to_string(n_in) + " n_out " +
+                         std::to_string(n_out) + " rows " + std::to_string(n_rows));
             const int offset = (n_in + n_out + n_rows) % 3;
-            const F16Matrix m = make_f16(n_in, n_out, layout, offset, rng);
-            const std::vector<uint16_t> strips = pack(m.view, 2);
-            WeightMatrix packed = m.view;
-            packed.strips = strips.data();
-            const std::vector<float> xbuf = test::random_normals(n_rows * n_in + 1, rng);
-            const std::vector<float> bias = test::random_normals(n_out, rng);
-            const size_t n = static_cast<size_t>(n_rows) * n_out;
-            std::vector<float> plain(n);
-            matmul_forward(plain.data(), xbuf.data() + 1, m.view, bias.data(), n_rows, Parallel{1});
-            for (int threads : {1, 3}) {
-              std::vector<float> outbuf(n + 2, -1.0f);
-              matmul_forward(outbuf.data() + 1, xbuf.data() + 1, packed, bias.data(), n_rows,
-                             Parallel{threads});
-              ASSERT_EQ(std::memcmp(outbuf.data() + 1, plain.data(), n * 4), 0)
-                  << threads << " threads";
-              ASSERT_EQ(outbuf.front(), -1.0f) << "wrote before out";
-              ASSERT_EQ(outbuf.back(), -1.0f) << "wrote past the end of out";
-            }
+            with_matrix(p, n_in, n_out, offset, rng, [&](const auto& m) {
+              using Element = typename std::decay_t<decltype(m.values)>::value_type;
+              const std::vector<Element> strips = pack<Element>(m.view, 2);
+              WeightMatrix packed = m.view;
+              packed.strips = strips.data();
+              const std::vector<float> xbuf = test::random_normals(n_rows * n_in + 1, rng);
+              const std::vector<float> bias = test::random_normals(n_out, rng);
+              const size_t n = static_cast<size_t>(n_rows) * n_out;
+              std::vector<float> plain(n);
+              matmul_forward(plain.data(), xbuf.data() + 1, m.view, bias.data(), n_rows,
+                             Parallel{1});
+              for (int threads : {1, 3}) {
+                std::vector<float> outbuf(n + 2, -1.0f);
+                matmul_forward(outbuf.data() + 1, xbuf.data() + 1, packed, bias.data(), n_rows,
+                               Parallel{threads});
+                ASSERT_EQ(std::memcmp(outbuf.data() + 1, plain.data(), n * 4), 0)
+                    << threads << " threads";
+                ASSERT_EQ(outbuf.front(), -1.0f) << "wrote before out";
+                ASSERT_EQ(outbuf.back(), -1.0f) << "wrote past the end of out";
+              }
+            });
+            if (HasFatalFailure()) return;
           }
   });
 }
@@ -135,27 +188,28 @@ TEST(WeightStripsTest, DecodeOverStripsGivesTheBitsOfTheStoredMatrix) {
 // Decode reads the strips and not the matrix as stored: zeroed strips leave only the bias, for
 // 1..8 rows of [n_in, n_out] and 3..8 rows of [n_out, n_in]; 1 and 2 rows of [n_out, n_in] still
 // see the weights.
-TEST(WeightStripsTest, DecodeOfThreeToEightRowsReadsTheStrips) {
+TEST(WeightStripsTest, DecodeReadsTheStrips) {
   std::mt19937 rng(29);
-  for (WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn}) {
-    SCOPED_TRACE(layout_name(layout));
-    const F16Matrix m = make_f16(40, 60, layout, 0, rng);
-    std::vector<uint16_t> zeros(weight_strips_size(m.view), 0);
-    WeightMatrix packed = m.view;
-    packed.strips = zeros.data();
-    const std::vector<float> x = test::random_normals(8 * 40, rng);
-    const std::vector<float> bias = test::random_normals(60, rng);
-    for (int n_rows = 1; n_rows <= 8; ++n_rows) {
-      std::vector<float> out(static_cast<size_t>(n_rows) * 60);
-      matmul_forward(out.data(), x.data(), packed, bias.data(), n_rows, Parallel{2});
-      size_t bias_only = 0;
-      for (size_t k = 0; k < out.size(); ++k) bias_only += out[k] == bias[k % 60];
-      if (n_rows >= 3 || layout == WeightLayout::kInOut) {
-        EXPECT_EQ(bias_only, out.size()) << n_rows << " rows: not every output read the strips";
-      } else {
-        EXPECT_LT(bias_only, out.size() / 10) << n_rows << " rows read the strips";
+  for (const Packed& p : kPacked) {
+    SCOPED_TRACE(name(p));
+    with_matrix(p, 40, 60, 0, rng, [&](const auto& m) {
+      std::vector<uint8_t> zeros(weight_strips_bytes(m.view), 0);
+      WeightMatrix packed = m.view;
+      packed.strips = zeros.data();
+      const std::vector<float> x = test::random_normals(8 * 40, rng);
+      const std::vector<float> bias = test::random_normals(60, rng);
+      for (int n_rows = 1; n_rows <= 8; ++n_rows) {
+        std::vector<float> out(static_cast<size_t>(n_rows) * 60);
+        matmul_forward(out.data(), x.data(), packed, bias.data(), n_rows, Parallel{2});
+        size_t bias_only = 0;
+        for (size_t k = 0; k < out.size(); ++k) bias_only += out[k] == bias[k % 60];
+        if (n_rows >= 3 || p.layout == WeightLayout::kInOut) {
+          EXPECT_EQ(bias_only, out.size()) << n_rows << " rows: not every output read the strips";
+        } else {
+          EXPECT_LT(bias_only, out.size() / 10) << n_rows << " rows read the strips";
+        }
       }
-    }
+    });
   }
 }
 
