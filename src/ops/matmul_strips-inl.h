@@ -208,8 +208,8 @@ HWY_INLINE void StripsForwardAs(float* out, const float* x, const WeightMatrix& 
 
 // Whether w has strips these kernels read (ops/weight_strips.h: F16, F32 [n_in, n_out]).
 HWY_INLINE bool HasStrips(const WeightMatrix& w) {
-  return w.strips && (w.dtype == DType::kF16 ||
-                      (w.dtype == DType::kF32 && w.layout == WeightLayout::kInOut));
+  return w.strips &&
+         (w.dtype == DType::kF16 || (w.dtype == DType::kF32 && w.layout == WeightLayout::kInOut));
 }
 
 // out [T, O] = x @ W + bias for W's strips (HasStrips(w)), over n_threads threads.

@@ -62,8 +62,8 @@ void pack_weight_strips(void* strips, const WeightMatrix& w, int n_threads) {
 }
 
 bool wants_weight_strips(const WeightMatrix& w) {
-  const bool type = w.dtype == DType::kF16 ||
-                    (w.dtype == DType::kF32 && w.layout == WeightLayout::kInOut);
+  const bool type =
+      w.dtype == DType::kF16 || (w.dtype == DType::kF32 && w.layout == WeightLayout::kInOut);
   return weight_strips_enabled() && type && w.n_in > 0 && w.n_out > 0;
 }
 

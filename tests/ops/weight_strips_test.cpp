@@ -48,8 +48,8 @@ TestMatrix<Element> make_matrix(int n_in, int n_out, WeightLayout layout, int of
       v = f32_to_f16(normal(rng));
     }
   }
-  m.view = WeightMatrix{m.values.data() + offset, kF32 ? DType::kF32 : DType::kF16, layout, n_in,
-                        n_out};
+  m.view =
+      WeightMatrix{m.values.data() + offset, kF32 ? DType::kF32 : DType::kF16, layout, n_in, n_out};
   return m;
 }
 
@@ -117,12 +117,11 @@ TEST(WeightStripsTest, PackingPutsEachValueWhereTheHeaderSays) {
             // The element of W this slot holds: input i of output o.
             const size_t o = strip * kStripCols + c;
             const size_t i = layout == WeightLayout::kInOut ? step : 16 * (step % K) + step / K;
-            const bool inside =
-                o < static_cast<size_t>(s.n_out) && i < static_cast<size_t>(s.n_in);
+            const bool inside = o < static_cast<size_t>(s.n_out) && i < static_cast<size_t>(s.n_in);
             const Element want = inside ? m.at(static_cast<int>(i), static_cast<int>(o)) : 0;
             ASSERT_EQ(std::memcmp(&strips[index], &want, sizeof want), 0)
-                << "slot " << index << " (strip " << strip << ", step " << step << ", column "
-                << c << ")";
+                << "slot " << index << " (strip " << strip << ", step " << step << ", column " << c
+                << ")";
           }
         });
 }
