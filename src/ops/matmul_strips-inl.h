@@ -1,12 +1,11 @@
-// Decode (1..8 rows of [n_in, n_out], 3..8 of [n_out, n_in]) over F16 weights packed at load as
-// column strips
-// (ops/weight_strips.h): the row stream's register tiles (matmul_stream_tile-inl.h) read each strip
-// as one contiguous stream. kInOut: a strip is 48 columns of W, rows in order. kOutIn: a strip is
-// 48 outputs, their elements grouped by lane class (i % 16), so each lane's chain of matmul.h's
-// 16-lane order is a kInOut chain over that class, and the 16 lane sums are added by matmul.h's
-// tree, 48 outputs at a time. Every output keeps its stated order, so the bits are those of the
-// kernels that read the matrix as stored. Include in a file compiled per target, after
-// hwy/foreach_target.h.
+// Decode (1..8 rows of [n_in, n_out], 3..8 of [n_out, n_in]) over F16 weights, and F32 [n_in,
+// n_out] ones, packed at load as column strips (ops/weight_strips.h): the row stream's register
+// tiles (matmul_stream_tile-inl.h) read each strip as one contiguous stream. kInOut: a strip is 48
+// columns of W, rows in order. kOutIn: a strip is 48 outputs, their elements grouped by lane class
+// (i % 16), so each lane's chain of matmul.h's 16-lane order is a kInOut chain over that class,
+// and the 16 lane sums are added by matmul.h's tree, 48 outputs at a time. Every output keeps its
+// stated order, so the bits are those of the kernels that read the matrix as stored. Include in a
+// file compiled per target, after hwy/foreach_target.h.
 //
 // Why (GPT-2 124M shape, F16, batch 8, 2 threads of a Sapphire Rapids VM, 2026-12-03): the layers'
 // matrices took 7.6 ms a step as stored (register tiles over 96-byte pieces of rows kilobytes
@@ -169,7 +168,8 @@ void OutInStripsRange(float* out, const float* x, const WT* strips, const float*
       break;                                \
   }
 
-// Thread t of nt: its share of the strips for the rows, 8 at a time (n_rows % 8 is 0 or >= 3).
+// Thread t of nt: its share of the strips for the rows, 8 at a time (StripsTake holds for each
+// group).
 template <typename WT>
 HWY_NOINLINE void StripsThread(bool out_in, float* out, const float* x, const WT* strips,
                                const float* bias, size_t n_rows, size_t n_in, size_t n_out,
