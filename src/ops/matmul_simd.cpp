@@ -19,8 +19,7 @@
 //     kernel (GPT-2 124M shapes at 128 rows, AVX2: 1.2-2.7x faster than the dot tiles; over the
 //     four layer shapes as fast as kInOut's tiled kernel, 0.97-0.99x the time).
 // F16 weights packed at load as column strips (either layout, ops/weight_strips.h): decode runs
-// the row stream's register tiles over them (matmul_strips-inl.h: 1..8 rows of [I, O], 3..8 of
-// [O, I]).
+// the row stream's register tiles over them (matmul_strips-inl.h: 1..8 rows).
 //
 // An OpenMP parallel region here only calls a HWY_NOINLINE function of this target: clang
 // (14 at least) compiles a region's body as a separate outlined function that does not get the
@@ -491,7 +490,7 @@ void MatmulImpl(float* out, const float* x, const WeightMatrix& w, const float* 
   // Strips packed at load: decode reads them (the same bits as the kernels below).
   const bool decode =
       path == MatmulPath::kRowStream || (path == MatmulPath::kAuto && T <= kStreamMaxRows);
-  if (HasStrips(w) && decode && StripsTake(T, w.layout == WeightLayout::kOutIn))
+  if (HasStrips(w) && decode && StripsTake(T))
     return StripsForward(out, x, w, bias, T, n_threads);
   VisitWeights(w.data, w.dtype, [&](const auto* wt) {
     if (w.layout == WeightLayout::kOutIn) {

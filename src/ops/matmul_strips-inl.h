@@ -1,11 +1,11 @@
-// Decode (1..8 rows of [n_in, n_out], 3..8 of [n_out, n_in]) over F16 weights, and F32 [n_in,
-// n_out] ones, packed at load as column strips (ops/weight_strips.h): the row stream's register
-// tiles (matmul_stream_tile-inl.h) read each strip as one contiguous stream. kInOut: a strip is 48
-// columns of W, rows in order. kOutIn: a strip is 48 outputs, their elements grouped by lane class
-// (i % 16), so each lane's chain of matmul.h's 16-lane order is a kInOut chain over that class,
-// and the 16 lane sums are added by matmul.h's tree, 48 outputs at a time. Every output keeps its
-// stated order, so the bits are those of the kernels that read the matrix as stored. Include in a
-// file compiled per target, after hwy/foreach_target.h.
+// Decode (1..8 rows) over F16 weights, and F32 [n_in, n_out] ones, packed at load as column strips
+// (ops/weight_strips.h): the row stream's register tiles (matmul_stream_tile-inl.h) read each strip
+// as one contiguous stream. kInOut: a strip is 48 columns of W, rows in order. kOutIn: a strip is
+// 48 outputs, their elements grouped by lane class (i % 16), so each lane's chain of matmul.h's
+// 16-lane order is a kInOut chain over that class, and the 16 lane sums are added by matmul.h's
+// tree, 48 outputs at a time. Every output keeps its stated order, so the bits are those of the
+// kernels that read the matrix as stored. Include in a file compiled per target, after
+// hwy/foreach_target.h.
 //
 // Why (GPT-2 124M shape, F16, batch 8, 2 threads of a Sapphire Rapids VM, 2026-12-03): the layers'
 // matrices took 7.6 ms a step as stored (register tiles over 96-byte pieces of rows kilobytes
@@ -189,12 +189,13 @@ HWY_NOINLINE void StripsThread(bool out_in, float* out, const float* x, const WT
 }
 #undef KVLM_STRIPS_ROWS
 
-// Whether StripsForward takes n_rows rows: 1..8 of [n_in, n_out]; 3..8 of [n_out, n_in] (fewer: a
-// lane class's chains would feed too few fmas; the dot tiles read the stored rows, each output's
-// own contiguous run, at the bus's rate there).
-HWY_INLINE bool StripsTake(size_t n_rows, bool out_in) {
-  return n_rows >= (out_in ? 3 : 1) && n_rows <= kStripMaxRows;
-}
+// Whether StripsForward takes n_rows rows: 1..8 of either layout. [n_out, n_in] at 1 and 2 rows
+// too, though a lane class then feeds only 3 chains (6 on AVX2): the dot tiles over the stored
+// rows read 8 rows' runs 1.5 KB apart at once, which Zen 5 streams slower than one strip (GPT-2's
+// F16 head, batch 1 / 2, 2 threads, interleaved in one process: 1.06x / 1.19x the GB/s; whole
+// decode steps at batch 2 1.06x, batch 1 at 900 cached 1.07x, batch 1 at 128 1.00-1.06x, pinned
+// to AVX2 1.08x).
+HWY_INLINE bool StripsTake(size_t n_rows) { return n_rows >= 1 && n_rows <= kStripMaxRows; }
 
 template <typename WT>
 HWY_INLINE void StripsForwardAs(float* out, const float* x, const WeightMatrix& w,

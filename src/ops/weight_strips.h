@@ -1,6 +1,6 @@
-// Column strips: an F16 weight matrix re-laid for decode (1..8 rows of [n_in, n_out], 3..8 of
-// [n_out, n_in]), so that each strip of 48 outputs is one contiguous run and a thread's strips one
-// sequential stream (ops/matmul_strips-inl.h reads them):
+// Column strips: an F16 weight matrix re-laid for decode (1..8 rows), so that each strip of 48
+// outputs is one contiguous run and a thread's strips one sequential stream
+// (ops/matmul_strips-inl.h reads them):
 //   [n_in, n_out] (GPT-2's Conv1D): strip s holds W[i][48 s + c], rows i in order;
 //   [n_out, n_in] (the output head): strip s holds W[48 s + c][16 k + l] grouped by lane class l,
 //   the steps k of each class in order (matmul.h's 16-lane order, one chain per class).
