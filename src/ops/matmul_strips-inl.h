@@ -74,10 +74,82 @@ HWY_INLINE void StripSteps(float* HWY_RESTRICT acc, const float* HWY_RESTRICT xp
   }
 }
 
+// Strips read at once by 1..3 rows: as many as their accumulators fit a register tile, a power
+// of two (AVX-512: 8 for one row, 4 for two, 2 for three; AVX2: 2 for one row). A strip at a time
+// gives each thread one stream and a row's 3 chains to run; Zen 5 streams 8 (one per strip) faster
+// (GPT-2's shape, F16, 2 threads, whole decode steps interleaved in one process: batch 1 at 128
+// cached 1.06-1.27x the tokens/s as the bus was slower or faster, 900 cached 1.09-1.16x, batch 2
+// 1.19x, batch 3 1.08x; pinned to AVX2 1.07x). Four rows over 2 strips ran 0.97x: from 4 rows on,
+// one strip's register tiles already hold 12 chains.
+template <int R>
+constexpr size_t StripGroup() {
+  if (R > 3) return 1;
+  size_t p = 1;
+  while (2 * p * R * kStripVecs <= static_cast<size_t>(kStreamAccRegs)) p *= 2;
+  return p;
+}
+
+// n_steps more steps of R rows' chains over P strips at once: strip p's accumulators at
+// acc + p * acc_stride ([r][kStripCols]), its weights at ws + p * w_stride ([k][kStripCols]), x
+// packed xp[k * R + r]. The P strips are P streams the hardware prefetchers follow (a software
+// fetch 8 or 32 steps ahead in each was no faster).
+template <int R, size_t P, typename WT>
+HWY_INLINE void StripGroupSteps(float* HWY_RESTRICT acc, size_t acc_stride,
+                                const float* HWY_RESTRICT xp, const WT* HWY_RESTRICT ws,
+                                size_t w_stride, size_t n_steps) {
+  const DF df;
+  VF a[P][R][kStripVecs];
+  for (size_t p = 0; p < P; ++p)
+    for (int r = 0; r < R; ++r)
+      for (size_t v = 0; v < kStripVecs; ++v)
+        a[p][r][v] = hn::Load(df, acc + p * acc_stride + r * kStripCols + v * kN);
+  for (size_t k = 0; k < n_steps; ++k) {
+    VF xv[R];
+    for (int r = 0; r < R; ++r) xv[r] = hn::Set(df, xp[k * R + r]);
+    for (size_t p = 0; p < P; ++p)
+      for (size_t v = 0; v < kStripVecs; ++v) {
+        const VF wv = LoadWeights(df, ws + p * w_stride + k * kStripCols + v * kN);
+        for (int r = 0; r < R; ++r) a[p][r][v] = hn::MulAdd(xv[r], wv, a[p][r][v]);
+      }
+  }
+  for (size_t p = 0; p < P; ++p)
+    for (int r = 0; r < R; ++r)
+      for (size_t v = 0; v < kStripVecs; ++v)
+        hn::Store(a[p][r][v], df, acc + p * acc_stride + r * kStripCols + v * kN);
+}
+
 // out[r][col, col + kStripCols) = sum + bias for the columns below n_out.
 HWY_INLINE void StoreStripVector(VF sum, const float* bias, float* out_row, size_t col,
                                  size_t n_out) {
   StoreOutputs(DF(), sum, bias ? bias + col : nullptr, out_row + col, std::min(kN, n_out - col));
+}
+
+// Stores strip s's outputs for R rows from acc [r][kStripCols].
+template <int R>
+HWY_INLINE void StoreInOutStrip(const float* acc, const float* bias, float* out, size_t s,
+                                size_t n_out) {
+  const DF df;
+  for (int r = 0; r < R; ++r)
+    for (size_t v = 0; v < kStripVecs && s * kStripCols + v * kN < n_out; ++v)
+      StoreStripVector(hn::Load(df, acc + r * kStripCols + v * kN), bias, out + r * n_out,
+                       s * kStripCols + v * kN, n_out);
+}
+
+// kInOut strips [s, s1), P at a time, then the rest P / 2 at a time, and so on.
+template <int R, size_t P, typename WT>
+void InOutStripGroups(float* out, const float* xp, const WT* strips, const float* bias, size_t n_in,
+                      size_t n_out, size_t s, size_t s1) {
+  const DF df;
+  HWY_ALIGN float acc[P * R * kStripCols];  // [p][r][c]
+  for (; s + P <= s1; s += P) {
+    for (size_t k = 0; k < P * R * kStripCols; k += kN) hn::Store(hn::Zero(df), df, acc + k);
+    StripGroupSteps<R, P>(acc, R * kStripCols, xp, strips + s * n_in * kStripCols,
+                          n_in * kStripCols, n_in);
+    for (size_t p = 0; p < P; ++p)
+      StoreInOutStrip<R>(acc + p * R * kStripCols, bias, out, s + p, n_out);
+  }
+  if constexpr (P > 1)
+    if (s < s1) InOutStripGroups<R, P / 2>(out, xp, strips, bias, n_in, n_out, s, s1);
 }
 
 // kInOut strips [s0, s1) for R rows: each output's chain x[i] * W[i][o] fused in increasing i
@@ -91,22 +163,62 @@ void InOutStripsRange(float* out, const float* x, const WT* strips, const float*
   float* xp = packed.data();
   for (size_t i = 0; i < n_in; ++i)
     for (int r = 0; r < R; ++r) xp[i * R + r] = x[r * n_in + i];
-  HWY_ALIGN float acc[R * kStripCols];
-  for (size_t s = s0; s < s1; ++s) {
-    for (size_t k = 0; k < R * kStripCols; k += kN) hn::Store(hn::Zero(df), df, acc + k);
-    StripSteps<R>(acc, xp, strips + s * n_in * kStripCols, n_in, kTileI);
-    for (int r = 0; r < R; ++r)
-      for (size_t v = 0; v < kStripVecs && s * kStripCols + v * kN < n_out; ++v)
-        StoreStripVector(hn::Load(df, acc + r * kStripCols + v * kN), bias, out + r * n_out,
-                         s * kStripCols + v * kN, n_out);
+  if constexpr (StripGroup<R>() > 1) {
+    InOutStripGroups<R, StripGroup<R>()>(out, xp, strips, bias, n_in, n_out, s0, s1);
+  } else {
+    HWY_ALIGN float acc[R * kStripCols];
+    for (size_t s = s0; s < s1; ++s) {
+      for (size_t k = 0; k < R * kStripCols; k += kN) hn::Store(hn::Zero(df), df, acc + k);
+      StripSteps<R>(acc, xp, strips + s * n_in * kStripCols, n_in, kTileI);
+      StoreInOutStrip<R>(acc, bias, out, s, n_out);
+    }
   }
+}
+
+// Stores strip s's outputs for R rows from its lane classes' sums acc [l][r][kStripCols]:
+// matmul.h's tree t = s[l] + s[l + 8], u = t[l] + t[l + 4], (u0 + u2) + (u1 + u3), elementwise over
+// the strip's outputs, then the bias.
+template <int R>
+HWY_INLINE void StoreOutInStrip(const float* acc, const float* bias, float* out, size_t s,
+                                size_t n_out) {
+  const DF df;
+  for (int r = 0; r < R; ++r)
+    for (size_t v = 0; v < kStripVecs && s * kStripCols + v * kN < n_out; ++v) {
+      auto lane = [&](size_t l)
+                      HWY_ATTR { return hn::Load(df, acc + (l * R + r) * kStripCols + v * kN); };
+      VF t[8], u[4];
+      for (size_t l = 0; l < 8; ++l) t[l] = hn::Add(lane(l), lane(l + 8));
+      for (size_t l = 0; l < 4; ++l) u[l] = hn::Add(t[l], t[l + 4]);
+      StoreStripVector(hn::Add(hn::Add(u[0], u[2]), hn::Add(u[1], u[3])), bias, out + r * n_out,
+                       s * kStripCols + v * kN, n_out);
+    }
+}
+
+// kOutIn strips [s, s1), P at a time (each lane class of the P strips together), then the rest
+// P / 2 at a time, and so on. K: steps per lane class.
+template <int R, size_t P, typename WT>
+void OutInStripGroups(float* out, const float* xp, const WT* strips, const float* bias, size_t K,
+                      size_t n_out, size_t s, size_t s1) {
+  const DF df;
+  constexpr size_t kStripAcc = 16 * R * kStripCols;  // one strip's [l][r][c]
+  HWY_ALIGN float acc[P * kStripAcc];
+  const size_t strip_size = 16 * K * kStripCols;
+  for (; s + P <= s1; s += P) {
+    for (size_t k = 0; k < P * kStripAcc; k += kN) hn::Store(hn::Zero(df), df, acc + k);
+    const WT* ws = strips + s * strip_size;
+    for (size_t l = 0; l < 16; ++l)
+      StripGroupSteps<R, P>(acc + l * R * kStripCols, kStripAcc, xp + l * K * R,
+                            ws + l * K * kStripCols, strip_size, K);
+    for (size_t p = 0; p < P; ++p) StoreOutInStrip<R>(acc + p * kStripAcc, bias, out, s + p, n_out);
+  }
+  if constexpr (P > 1)
+    if (s < s1) OutInStripGroups<R, P / 2>(out, xp, strips, bias, K, n_out, s, s1);
 }
 
 // kOutIn lane-class strips [s0, s1) for R rows: lane l's partial sum of an output is the chain
 // over its elements i = l, l + 16, ... in order (x and W past n_in are zero in the packing: the
 // padded lanes' fma(0, 0, s) of matmul.h), each class's chains run to their end in registers;
-// then matmul.h's tree t = s[l] + s[l + 8], u = t[l] + t[l + 4], (u0 + u2) + (u1 + u3), elementwise
-// over the strip's outputs, then the bias.
+// then matmul.h's tree (StoreOutInStrip).
 template <int R, typename WT>
 void OutInStripsRange(float* out, const float* x, const WT* strips, const float* bias, size_t n_in,
                       size_t n_out, size_t s0, size_t s1) {
@@ -121,22 +233,17 @@ void OutInStripsRange(float* out, const float* x, const WT* strips, const float*
         const size_t i = 16 * k + l;
         xp[(l * K + k) * R + r] = i < n_in ? x[r * n_in + i] : 0.0f;
       }
-  HWY_ALIGN float acc[16 * R * kStripCols];  // [l][r][c]
-  for (size_t s = s0; s < s1; ++s) {
-    for (size_t k = 0; k < 16 * R * kStripCols; k += kN) hn::Store(hn::Zero(df), df, acc + k);
-    const WT* ws = strips + s * 16 * K * kStripCols;
-    for (size_t l = 0; l < 16; ++l)
-      StripSteps<R>(acc + l * R * kStripCols, xp + l * K * R, ws + l * K * kStripCols, K, K);
-    for (int r = 0; r < R; ++r)
-      for (size_t v = 0; v < kStripVecs && s * kStripCols + v * kN < n_out; ++v) {
-        auto lane = [&](size_t l)
-                        HWY_ATTR { return hn::Load(df, acc + (l * R + r) * kStripCols + v * kN); };
-        VF t[8], u[4];
-        for (size_t l = 0; l < 8; ++l) t[l] = hn::Add(lane(l), lane(l + 8));
-        for (size_t l = 0; l < 4; ++l) u[l] = hn::Add(t[l], t[l + 4]);
-        StoreStripVector(hn::Add(hn::Add(u[0], u[2]), hn::Add(u[1], u[3])), bias, out + r * n_out,
-                         s * kStripCols + v * kN, n_out);
-      }
+  if constexpr (StripGroup<R>() > 1) {
+    OutInStripGroups<R, StripGroup<R>()>(out, xp, strips, bias, K, n_out, s0, s1);
+  } else {
+    HWY_ALIGN float acc[16 * R * kStripCols];  // [l][r][c]
+    for (size_t s = s0; s < s1; ++s) {
+      for (size_t k = 0; k < 16 * R * kStripCols; k += kN) hn::Store(hn::Zero(df), df, acc + k);
+      const WT* ws = strips + s * 16 * K * kStripCols;
+      for (size_t l = 0; l < 16; ++l)
+        StripSteps<R>(acc + l * R * kStripCols, xp + l * K * R, ws + l * K * kStripCols, K, K);
+      StoreOutInStrip<R>(acc, bias, out, s, n_out);
+    }
   }
 }
 
@@ -195,7 +302,9 @@ HWY_NOINLINE void StripsThread(bool out_in, float* out, const float* x, const WT
 // F16 head, batch 1 / 2, 2 threads, interleaved in one process: 1.06x / 1.19x the GB/s; whole
 // decode steps at batch 2 1.06x, batch 1 at 900 cached 1.07x, batch 1 at 128 1.00-1.06x, pinned
 // to AVX2 1.08x).
-HWY_INLINE bool StripsTake(size_t n_rows) { return n_rows >= 1 && n_rows <= kStripMaxRows; }
+HWY_INLINE bool StripsTake(size_t n_rows) {
+  return n_rows >= 1 && n_rows <= kStripMaxRows;
+}
 
 template <typename WT>
 HWY_INLINE void StripsForwardAs(float* out, const float* x, const WeightMatrix& w,

@@ -150,9 +150,10 @@ TEST(WeightStripsTest, DecodeOverStripsGivesTheBitsOfTheStoredMatrix) {
   for_each_target([&](const SimdTarget&) {
     for (const Packed& p : kPacked)
       // 65 and 300: past a register tile (32 steps) and past a lane class of 16 steps; n_out
-      // around the 48-column strips.
+      // around the 48-column strips, and 9 strips (1..3 rows read up to 8 at once, then the rest
+      // fewer at a time).
       for (int n_in : {1, 5, 16, 17, 33, 65, 300})
-        for (int n_out : {1, 17, 47, 48, 49, 150})
+        for (int n_out : {1, 17, 47, 48, 49, 150, 401})
           for (int n_rows = 1; n_rows <= 9; ++n_rows) {
             SCOPED_TRACE(name(p) + " n_in " + std::to_string(n_in) + " n_out " +
                          std::to_string(n_out) + " rows " + std::to_string(n_rows));
