@@ -490,8 +490,7 @@ void MatmulImpl(float* out, const float* x, const WeightMatrix& w, const float* 
   // Strips packed at load: decode reads them (the same bits as the kernels below).
   const bool decode =
       path == MatmulPath::kRowStream || (path == MatmulPath::kAuto && T <= kStreamMaxRows);
-  if (HasStrips(w) && decode && StripsTake(T))
-    return StripsForward(out, x, w, bias, T, n_threads);
+  if (HasStrips(w) && decode && StripsTake(T)) return StripsForward(out, x, w, bias, T, n_threads);
   VisitWeights(w.data, w.dtype, [&](const auto* wt) {
     if (w.layout == WeightLayout::kOutIn) {
       if (path == MatmulPath::kTiled || (path == MatmulPath::kAuto && T > kStreamMaxRows)) {
