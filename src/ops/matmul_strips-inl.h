@@ -78,7 +78,7 @@ HWY_INLINE void StripSteps(float* HWY_RESTRICT acc, const float* HWY_RESTRICT xp
 // of two (AVX-512: 8 for one row, 4 for two, 2 for three; AVX2: 2 for one row). A strip at a time
 // gives each thread one stream and a row's 3 chains to run; Zen 5 streams 8 (one per strip) faster
 // (GPT-2's shape, F16, 2 threads, whole decode steps interleaved in one process: batch 1 at 128
-// cached 1.06-1.27x the tokens/s as the bus was slower or faster, 900 cached 1.09-1.16x, batch 2
+// cached 1.05-1.27x the tokens/s as the bus was slower or faster, 900 cached 1.09-1.16x, batch 2
 // 1.19x, batch 3 1.08x; pinned to AVX2 1.07x). Four rows over 2 strips ran 0.97x: from 4 rows on,
 // one strip's register tiles already hold 12 chains.
 template <int R>
