@@ -52,15 +52,18 @@ constexpr int StripTileVecs() {
   return nv;
 }
 
-// How far ahead of its step a register tile over strips fetches (T0): 12 KB, 128 steps of F16.
-// The strip is one contiguous run, so these are the next bytes of the same stream. At 4..8
-// rows a thread reads one strip at a time; Zen 5 then streams 12 KB ahead faster than 3 KB
-// (kTileI steps of F16, what the row stream over the stored matrix fetches): GPT-2's shapes, F16,
-// 8 rows, 2 threads, interleaved in one process, c_fc / mlp.c_proj / the head 1.06x / 1.07x /
-// 1.08x the GB/s; 24 KB no faster. F32 strips were level at 6, 12 and 24 KB.
+// How far ahead of its step a register tile over strips fetches: on 32-register targets 12 KB,
+// 128 steps of F16, elsewhere kTileI steps (3 KB of F16), what the row stream over the stored
+// matrix fetches. The strip is one contiguous run, so these are the next bytes of the same
+// stream. At 4..8 rows a thread reads one strip at a time; Zen 5 then streams 12 KB ahead faster
+// than 3 KB: GPT-2's shapes, F16, 8 rows, 2 threads, interleaved in one process, c_fc /
+// mlp.c_proj / the head 1.06x / 1.07x / 1.08x the GB/s, 24 KB no faster; F32 strips level at 6,
+// 12 and 24 KB. Pinned to AVX2 (8 rows in two passes of 4) 12 KB ran 0.97x whole steps at batch 8,
+// so 16-register targets keep the shorter distance.
 constexpr size_t kStripFetchBytes = 12 << 10;
 template <typename WT>
-constexpr size_t kStripFetchSteps = kStripFetchBytes / (kStripCols * sizeof(WT));
+constexpr size_t kStripFetchSteps =
+    kVecRegs == 32 ? kStripFetchBytes / (kStripCols * sizeof(WT)) : kTileI;
 
 // n_steps more steps of R rows' chains over one strip: acc [R][kStripCols] (chains continued),
 // x packed xp[k * R + r], weights ws[k * kStripCols + c]; register tiles of `tile` steps, each
