@@ -11,6 +11,7 @@
 
 #include "model/decoder_model.h"  // ensure_size
 #include "ops/attention.h"
+#include "ops/attention_rows.h"
 #include "ops/attention_split.h"
 
 namespace kvlm {
@@ -273,6 +274,34 @@ void attend_decode_split(float* out, size_t out_stride, const float* q, size_t q
   }
 }
 
+// How many rows from rows[r] on (before r_end, at most kAttentionRowTile) attend prefixes of
+// the same sequence's positions: rows of one sequence that no sliding window cuts at the front.
+int rows_together(std::span<const AttentionRow> rows, int r, int r_end, int sliding_window) {
+  auto whole = [&](int i) { return sliding_window <= 0 || rows[i].pos + 1 <= sliding_window; };
+  if (!whole(r)) return 1;
+  int n = 1;
+  while (n < kAttentionRowTile && r + n < r_end && rows[r + n].seq == rows[r].seq && whole(r + n))
+    ++n;
+  return n;
+}
+
+// Rows of one sequence (rows_together) through attention_rows_forward: the runs of the longest.
+void attend_rows_together(float* out, size_t out_stride, const float* q, size_t q_stride,
+                          std::span<const AttentionRow> rows, int layer, const KvCache& cache,
+                          const AttentionShape& shape, const KvRowFormat& format, int head_begin,
+                          int head_end, std::vector<KvRun>* runs) {
+  int n_positions[kAttentionRowTile], n_max = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    n_positions[i] = rows[i].pos + 1;
+    n_max = std::max(n_max, n_positions[i]);
+  }
+  runs->clear();
+  cache.runs(rows[0].seq, layer, n_max, runs);
+  attention_rows_forward(out, out_stride, q, q_stride, n_positions, static_cast<int>(rows.size()),
+                         *runs, format, shape.n_head, shape.n_kv_head, shape.head_dim, head_begin,
+                         head_end);
+}
+
 }  // namespace
 
 KvWindow unrotated_view(const KvCache& cache, int sliding_window) {
@@ -314,6 +343,9 @@ void attend_rows(float* out, size_t out_stride, const float* q, size_t q_stride,
   int n_groups = shape.n_kv_head;
   if (n_groups * n_blocks < 2 * par.n_threads) n_groups = shape.n_head;
   const int n_tasks = n_groups * n_blocks;
+  // A prefill chunk's rows of one sequence go up to four at a time (attention_rows.h): they
+  // share each key and value read and run their chains side by side; the bits of each alone.
+  const bool together = !windowed && attention_rows_supported(format, shape.head_dim);
 #pragma omp parallel num_threads(std::max(1, std::min(par.n_threads, n_tasks)))
   {
     std::vector<KvRun> runs;
@@ -326,6 +358,16 @@ void attend_rows(float* out, size_t out_stride, const float* q, size_t q_stride,
       const int head_end = shape.n_head * (g + 1) / n_groups;
       const int r_end = std::min(n_rows, (block + 1) * kRowsPerTask);
       for (int r = block * kRowsPerTask; r < r_end; ++r) {
+        if (together) {
+          const int n = rows_together(rows, r, r_end, shape.sliding_window);
+          if (n > 1) {
+            attend_rows_together(out + r * out_stride, out_stride, q + r * q_stride, q_stride,
+                                 rows.subspan(r, n), layer, cache, shape, format, head_begin,
+                                 head_end, &runs);
+            r += n - 1;
+            continue;
+          }
+        }
         if (windowed) {
           attend_window_row(out + r * out_stride, q + r * q_stride, rows[r], layer, cache, shape,
                             format, head_begin, head_end, &window_scratch, &runs, my_scratch);

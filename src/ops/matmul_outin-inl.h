@@ -21,13 +21,6 @@ namespace kvlm {
 namespace HWY_NAMESPACE {
 namespace {
 
-// Vector registers the tiles may fill: 32 on AVX-512 and NEON, 16 on the others.
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_NEON
-constexpr int kVecRegs = 32;
-#else
-constexpr int kVecRegs = 16;
-#endif
-
 using DD = hn::CappedTag<float, 16>;
 using VD = hn::Vec<DD>;
 constexpr size_t kDN = hn::MaxLanes(DD());

@@ -27,6 +27,13 @@ using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 constexpr size_t kN = hn::MaxLanes(DF());
 
+// Vector registers a kernel's register tiles may fill: 32 on AVX-512 and NEON, 16 on the others.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_NEON
+constexpr int kVecRegs = 32;
+#else
+constexpr int kVecRegs = 16;
+#endif
+
 // Widening loads of Lanes(d) weights starting at p.
 template <class D>
 HWY_INLINE hn::Vec<D> LoadWeights(D d, const float* HWY_RESTRICT p) {
