@@ -87,13 +87,18 @@ HWY_INLINE void ScoreRows(float* HWY_RESTRICT scores, size_t stride, float* max_
                           const float* const (&qh)[kRows], const int (&n)[kRows], int n_max,
                           const Pos& rows, size_t kv_offset, size_t D, float scale, const R& rd) {
   for (int i = 0; i < kRows; ++i) max_out[i] = -INFINITY;
+  int n_min = n[0];
+  for (int i = 1; i < kRows; ++i) n_min = std::min(n_min, n[i]);
+#if KVLM_LANE_SUMS16
+  const DF df;
+  VF vmax = hn::Set(df, -INFINITY);  // lane 4 i + j: row i's largest over whole groups
+#endif
   for (int p = 0; p < n_max; p += 4) {
     const std::byte* k[4];
     for (int j = 0; j < 4; ++j) k[j] = rows.K(std::min(p + j, n_max - 1));
-    float dots[kRows][4];
+    float dots[kRows][4];  // scaled
 #if KVLM_LANE_SUMS16
     {
-      const DF df;
       VF a[kRows][4];
       for (int i = 0; i < kRows; ++i)
         for (int j = 0; j < 4; ++j) a[i][j] = hn::Zero(df);
@@ -105,18 +110,35 @@ HWY_INLINE void ScoreRows(float* HWY_RESTRICT scores, size_t stride, float* max_
           for (int j = 0; j < 4; ++j) a[i][j] = hn::MulAdd(qv, kv[j], a[i][j]);
         }
       }
-      hn::StoreU(LaneSums16(a), df, &dots[0][0]);
+      const VF s = hn::Mul(LaneSums16(a), hn::Set(df, scale));
+      if (p + 4 <= n_min) {  // all four positions of every row: block i to row i
+        _mm_storeu_ps(scores + p, _mm512_extractf32x4_ps(s.raw, 0));
+        _mm_storeu_ps(scores + stride + p, _mm512_extractf32x4_ps(s.raw, 1));
+        _mm_storeu_ps(scores + 2 * stride + p, _mm512_extractf32x4_ps(s.raw, 2));
+        _mm_storeu_ps(scores + 3 * stride + p, _mm512_extractf32x4_ps(s.raw, 3));
+        vmax = hn::Max(vmax, s);
+        continue;
+      }
+      hn::StoreU(s, df, &dots[0][0]);
     }
 #else
-    for (int i = 0; i < kRows; ++i) Dot4(dots[i], qh[i], k, kv_offset, D, rd);
+    for (int i = 0; i < kRows; ++i) {
+      Dot4(dots[i], qh[i], k, kv_offset, D, rd);
+      for (int j = 0; j < 4; ++j) dots[i][j] *= scale;
+    }
 #endif
     for (int i = 0; i < kRows; ++i)
       for (int j = 0; j < 4 && p + j < n[i]; ++j) {
-        const float s = dots[i][j] * scale;
-        scores[i * stride + p + j] = s;
-        max_out[i] = std::max(max_out[i], s);
+        scores[i * stride + p + j] = dots[i][j];
+        max_out[i] = std::max(max_out[i], dots[i][j]);
       }
   }
+#if KVLM_LANE_SUMS16
+  HWY_ALIGN float lanes[kRows * 4];
+  hn::Store(vmax, df, lanes);
+  for (int i = 0; i < kRows; ++i)
+    for (int j = 0; j < 4; ++j) max_out[i] = std::max(max_out[i], lanes[4 * i + j]);
+#endif
 }
 
 // Vectors of a head's output per row in registers at once: RT rows x this many accumulators.
