@@ -109,6 +109,31 @@ KVLM_BF16DOT_NOINLINE void PackRowPairs(uint32_t* a, size_t S, const float* x, s
   }
 }
 
+// a[r * pc + p] = (bf16(x[r][2(p0+p)]), bf16(x[r][2(p0+p)+1])) for r < padded: each row's pairs
+// contiguous (a vector store per 16 pairs, where PackRowPairs' tiles of rows scatter them one by
+// one); rows `rows`..padded-1 and x past n_in: 0. The tiled prefill's layout: its tiles
+// broadcast a row's pair from L1 either way.
+KVLM_BF16DOT_NOINLINE void PackRowPairsByRow(uint32_t* a, const float* x, size_t n_in, size_t rows,
+                                             size_t padded, size_t p0, size_t pc) {
+  for (size_t r = 0; r < padded; ++r) {
+    uint32_t* dst = a + r * pc;
+    if (r >= rows) {
+      std::fill(dst, dst + pc, 0u);
+      continue;
+    }
+    const float* src = x + r * n_in;
+    for (size_t p = 0; p < pc; p += kLanes) {
+      const size_t i = 2 * (p0 + p);
+      const size_t n = std::min<size_t>(2 * kLanes, n_in - std::min(n_in, i));
+      const __m512 lo = _mm512_maskz_loadu_ps(Mask16(n), src + i);
+      const __m512 hi =
+          _mm512_maskz_loadu_ps(Mask16(n > kLanes ? n - kLanes : 0), src + i + kLanes);
+      _mm512_mask_storeu_epi32(dst + p, Mask16(pc - p),
+                               reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+    }
+  }
+}
+
 // p[q][c] = (W[2(p0+q)][col+c], W[2(p0+q)+1][col+c]) for q < pc, c < kTileCols; 0 past the
 // matrix.
 KVLM_BF16DOT_NOINLINE void PackPanel(uint32_t* p, const uint16_t* w, size_t n_in, size_t n_out,
@@ -142,7 +167,7 @@ struct PanelPairs {
   }
 };
 
-// out[0, rows) x [col, col + n_cols): pc more pairs of each chain. a: [pc][R] x pairs.
+// out[0, rows) x [col, col + n_cols): pc more pairs of each chain. a: [R][pc] x pairs.
 // `first`: chains start at zero (else continue from out); `last`: bias added as they are stored.
 template <int R, int V, typename Pairs>
 KVLM_BF16DOT_INLINE void Tile(float* out, size_t n_out, const uint32_t* a, const Pairs& pairs,
@@ -160,7 +185,7 @@ KVLM_BF16DOT_INLINE void Tile(float* out, size_t n_out, const uint32_t* a, const
     __m512i wv[V];
     for (int v = 0; v < V; ++v) wv[v] = pairs(q, v);
     for (int r = 0; r < R; ++r) {
-      const __m512bh xb = reinterpret_cast<__m512bh>(_mm512_set1_epi32(a[q * R + r]));
+      const __m512bh xb = reinterpret_cast<__m512bh>(_mm512_set1_epi32(a[r * pc + q]));
       for (int v = 0; v < V; ++v)
         acc[r][v] = _mm512_dpbf16_ps(acc[r][v], xb, reinterpret_cast<__m512bh>(wv[v]));
     }
@@ -188,11 +213,12 @@ KVLM_BF16DOT_NOINLINE void InOutTiledThread(float* out, const float* x, const ui
   alignas(64) uint32_t p[kBlockPairs * kTileCols];
   for (size_t r0 = 0; r0 < n_rows; r0 += kBlockRows) {
     const size_t rows = std::min(kBlockRows, n_rows - r0);
+    const size_t padded = (rows + kTileRows - 1) / kTileRows * kTileRows;
     // n_in == 0 still takes one (empty) block, which stores the bias.
     for (size_t p0 = 0; p0 < n_pairs || p0 == 0; p0 += kBlockPairs) {
       const size_t pc = std::min(kBlockPairs, n_pairs - p0);
       const bool first = p0 == 0, last = p0 + kBlockPairs >= n_pairs;
-      PackRowPairs(a, kTileRows, x + r0 * n_in, n_in, rows, p0, pc);
+      PackRowPairsByRow(a, x + r0 * n_in, n_in, rows, padded, p0, pc);
       for (size_t s = s0; s < s1; ++s) {
         const size_t col = s * kTileCols, n_cols = std::min(kTileCols, n_out - col);
         PackPanel(p, w, n_in, n_out, p0, pc, col, n_cols);
