@@ -84,6 +84,14 @@ KVLM_BF16DOT_INLINE __m512i PairUp(const uint16_t* r0, const uint16_t* r1, size_
   return _mm512_permutex2var_epi16(a, index, b);
 }
 
+// Lane k: (bf16(src[i + 2k]), bf16(src[i + 2k + 1])), rounded to nearest even; 0 past n_in.
+KVLM_BF16DOT_INLINE __m512i RowPairs(const float* src, size_t n_in, size_t i) {
+  const size_t n = std::min<size_t>(2 * kLanes, n_in - std::min(n_in, i));
+  const __m512 lo = _mm512_maskz_loadu_ps(Mask16(n), src + i);
+  const __m512 hi = _mm512_maskz_loadu_ps(Mask16(n > kLanes ? n - kLanes : 0), src + i + kLanes);
+  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+}
+
 // a[(r / S) * pc * S + p * S + r % S] = (bf16(x[r][2(p0+p)]), bf16(x[r][2(p0+p)+1])): rows of
 // x packed as bf16 pairs in tiles of S rows; rows `rows`..S*ceil(rows/S)-1 and x past n_in: 0.
 KVLM_BF16DOT_NOINLINE void PackRowPairs(uint32_t* a, size_t S, const float* x, size_t n_in,
@@ -98,12 +106,7 @@ KVLM_BF16DOT_NOINLINE void PackRowPairs(uint32_t* a, size_t S, const float* x, s
     }
     const float* src = x + r * n_in;
     for (size_t p = 0; p < pc; p += kLanes) {
-      const size_t i = 2 * (p0 + p);
-      const size_t n = std::min<size_t>(2 * kLanes, n_in - std::min(n_in, i));
-      const __m512 lo = _mm512_maskz_loadu_ps(Mask16(n), src + i);
-      const __m512 hi =
-          _mm512_maskz_loadu_ps(Mask16(n > kLanes ? n - kLanes : 0), src + i + kLanes);
-      _mm512_store_si512(pairs, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+      _mm512_store_si512(pairs, RowPairs(src, n_in, 2 * (p0 + p)));
       for (size_t k = 0; k < kLanes && p + k < pc; ++k) dst[(p + k) * S] = pairs[k];
     }
   }
@@ -123,13 +126,7 @@ KVLM_BF16DOT_NOINLINE void PackRowPairsByRow(uint32_t* a, const float* x, size_t
     }
     const float* src = x + r * n_in;
     for (size_t p = 0; p < pc; p += kLanes) {
-      const size_t i = 2 * (p0 + p);
-      const size_t n = std::min<size_t>(2 * kLanes, n_in - std::min(n_in, i));
-      const __m512 lo = _mm512_maskz_loadu_ps(Mask16(n), src + i);
-      const __m512 hi =
-          _mm512_maskz_loadu_ps(Mask16(n > kLanes ? n - kLanes : 0), src + i + kLanes);
-      _mm512_mask_storeu_epi32(dst + p, Mask16(pc - p),
-                               reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+      _mm512_mask_storeu_epi32(dst + p, Mask16(pc - p), RowPairs(src, n_in, 2 * (p0 + p)));
     }
   }
 }
