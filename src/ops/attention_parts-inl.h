@@ -196,6 +196,39 @@ HWY_INLINE void LaneSums4(float* HWY_RESTRICT out, VF a0, VF a1, VF a2, VF a3) {
 #endif
 }
 
+// Sixteen chains' lane sums at once on 512-bit x86 targets: LaneSums4's two interleave steps on
+// four groups of four chains, then its sum over 128-bit blocks ((b0 + b1) + b2) + b3 for all
+// sixteen, after a 4 x 4 transposition of the blocks. Lane 4 i + j of the result is chain
+// (i, j)'s sum: the same adds of the same values as LaneSums4(out, a[i][0..3]).
+#undef KVLM_LANE_SUMS16  // defined once per target
+#if HWY_TARGET <= HWY_AVX3 && HWY_ARCH_X86
+#define KVLM_LANE_SUMS16 1
+HWY_INLINE VF LaneSums16(const VF (&a)[4][4]) {
+  const DF df;
+  const hn::Repartition<uint64_t, DF> du64;
+  VF t[4];  // t[i]: per 128-bit block, chains (i, 0..3)'s block sums
+  for (int i = 0; i < 4; ++i) {
+    const VF p01 = hn::Add(hn::InterleaveLower(df, a[i][0], a[i][1]),
+                           hn::InterleaveUpper(df, a[i][0], a[i][1]));
+    const VF p23 = hn::Add(hn::InterleaveLower(df, a[i][2], a[i][3]),
+                           hn::InterleaveUpper(df, a[i][2], a[i][3]));
+    const auto b01 = hn::BitCast(du64, p01), b23 = hn::BitCast(du64, p23);
+    t[i] = hn::Add(hn::BitCast(df, hn::InterleaveLower(du64, b01, b23)),
+                   hn::BitCast(df, hn::InterleaveUpper(du64, b01, b23)));
+  }
+  // blocks[b] = [t0.b, t1.b, t2.b, t3.b]
+  const __m512 x0 = _mm512_shuffle_f32x4(t[0].raw, t[1].raw, 0x44);  // t0.b0 t0.b1 t1.b0 t1.b1
+  const __m512 x1 = _mm512_shuffle_f32x4(t[0].raw, t[1].raw, 0xEE);  // t0.b2 t0.b3 t1.b2 t1.b3
+  const __m512 x2 = _mm512_shuffle_f32x4(t[2].raw, t[3].raw, 0x44);
+  const __m512 x3 = _mm512_shuffle_f32x4(t[2].raw, t[3].raw, 0xEE);
+  const VF b0{_mm512_shuffle_f32x4(x0, x2, 0x88)}, b1{_mm512_shuffle_f32x4(x0, x2, 0xDD)};
+  const VF b2{_mm512_shuffle_f32x4(x1, x3, 0x88)}, b3{_mm512_shuffle_f32x4(x1, x3, 0xDD)};
+  return hn::Add(hn::Add(hn::Add(b0, b1), b2), b3);
+}
+#else
+#define KVLM_LANE_SUMS16 0
+#endif
+
 // Dot4 over q8_0 rows whose head slice [c0, c0 + D) has D a multiple of kN (so, 32 being a
 // multiple of kN, no vector straddles a block): per position, the slice's part of each q8_0
 // block, in order, is one fma chain over the raw int8 values starting at zero, and the running
@@ -300,10 +333,31 @@ HWY_INLINE float ExpAndSumChunks(float* HWY_RESTRICT s, size_t n, float max_scor
   return sum;
 }
 
+#if KVLM_LANE_SUMS16
+// Dot4 for sixteen positions k[0..15] at once, D a multiple of kN and a reader whose Row(k).Load
+// is its Load: lane 4 i + j is Dot4's sum for k[4 i + j], one LaneSums16 for what four
+// LaneSums4 (a store and four loads each) would do.
+template <class R>
+HWY_INLINE VF Dot16(const float* HWY_RESTRICT q, const std::byte* const* HWY_RESTRICT k,
+                    size_t c0, size_t D, const R& rd) {
+  const DF df;
+  VF a[4][4];
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) a[i][j] = hn::Zero(df);
+  for (size_t d = 0; d < D; d += kN) {
+    const VF qv = hn::LoadU(df, q + d);
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) a[i][j] = hn::MulAdd(qv, rd.Load(k[4 * i + j], c0 + d), a[i][j]);
+  }
+  return LaneSums16(a);
+}
+#endif
+
 // Scores q.k / sqrt(D) of query heads [h0, h0 + nh) over every position of `runs` in one pass:
 // scores[h * stride + p] (h counted from h0) and each head's largest in max_out[h]. Per head and
-// group of four positions, AttendHead's Dot4: its bits. Each position's row is prefetched
-// `ahead` positions early over [first_col, first_col + span_bytes), the stretch the heads read.
+// group of four positions, AttendHead's Dot4: its bits (on 512-bit x86, groups of sixteen through
+// Dot16, the same bits). Each position's row is prefetched `ahead` positions early over
+// [first_col, first_col + span_bytes), the stretch the heads read.
 template <class R>
 HWY_INLINE void ScoreHeadsTogether(float* HWY_RESTRICT scores, size_t stride,
                                    float* HWY_RESTRICT max_out, const float* HWY_RESTRICT q,
@@ -311,31 +365,59 @@ HWY_INLINE void ScoreHeadsTogether(float* HWY_RESTRICT scores, size_t stride,
                                    int nh, int group, size_t D, float scale, size_t first_col,
                                    size_t span_bytes, int ahead, const R& rd) {
   for (int h = 0; h < nh; ++h) max_out[h] = -INFINITY;
-  const std::byte* k_rows[4];
+  const std::byte* k_rows[16];
   int n_group = 0;
   size_t p = 0;
-  auto score_group = [&]() HWY_ATTR {
-    for (int j = n_group; j < 4; ++j) k_rows[j] = k_rows[n_group - 1];  // padding, discarded
+  // Positions k_rows[first, first + n), n <= 4, at p.
+  auto score_four = [&](int first, int n) HWY_ATTR {
+    const std::byte* k[4];
+    for (int j = 0; j < 4; ++j) k[j] = k_rows[first + std::min(j, n - 1)];  // padding, discarded
     for (int h = 0; h < nh; ++h) {
       float dots[4];
-      Dot4(dots, q + static_cast<size_t>(h0 + h) * D, k_rows,
-           static_cast<size_t>((h0 + h) / group) * D, D, rd);
+      Dot4(dots, q + static_cast<size_t>(h0 + h) * D, k, static_cast<size_t>((h0 + h) / group) * D,
+           D, rd);
       float* s = scores + h * stride + p;
-      for (int j = 0; j < n_group; ++j) {
+      for (int j = 0; j < n; ++j) {
         s[j] = dots[j] * scale;
         max_out[h] = std::max(max_out[h], s[j]);
       }
     }
-    p += n_group;
+    p += n;
+  };
+#if KVLM_LANE_SUMS16
+  constexpr int kGroup = 16;
+  const bool sixteen = D % kN == 0 && !R::kBlockScaled;
+  auto score_group = [&]() HWY_ATTR {
+    if (n_group == kGroup && sixteen) {
+      const DF df;
+      for (int h = 0; h < nh; ++h) {
+        const VF s = hn::Mul(Dot16(q + static_cast<size_t>(h0 + h) * D, k_rows,
+                                   static_cast<size_t>((h0 + h) / group) * D, D, rd),
+                             hn::Set(df, scale));
+        hn::StoreU(s, df, scores + h * stride + p);
+        max_out[h] = std::max(max_out[h], hn::GetLane(hn::MaxOfLanes(df, s)));
+      }
+      p += kGroup;
+    } else {
+      for (int first = 0; first < n_group; first += 4)
+        score_four(first, std::min(4, n_group - first));
+    }
     n_group = 0;
   };
+#else
+  constexpr int kGroup = 4;
+  auto score_group = [&]() HWY_ATTR {
+    score_four(0, n_group);
+    n_group = 0;
+  };
+#endif
   for (size_t r = 0; r < n_runs; ++r) {
     const std::byte* k = runs[r].k;
     const int n = runs[r].n_positions;
     for (int j = 0; j < n; ++j) {
       if (j + ahead < n) PrefetchRow(rd.At(k + (j + ahead) * row_bytes, first_col), span_bytes);
       k_rows[n_group++] = k + j * row_bytes;
-      if (n_group == 4) score_group();
+      if (n_group == kGroup) score_group();
     }
   }
   if (n_group > 0) score_group();

@@ -23,7 +23,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // clang-format on
-#include "ops/attention_parts-inl.h"  // Readers, Dot4's LaneSums4, ExpAndSumChunks, kChunk
+#include "ops/attention_parts-inl.h"  // Readers, Dot4, LaneSums16, ExpAndSumChunks, kChunk
 
 HWY_BEFORE_NAMESPACE();
 namespace kvlm {
@@ -32,38 +32,6 @@ namespace {
 
 constexpr int kRows = kAttentionRowTile;
 static_assert(kRows == 4, "the score tile is four rows by four positions");
-
-// Scores on 512-bit x86 targets: LaneSums4's two interleave steps on four groups of four chains,
-// then its sum over 128-bit blocks ((b0 + b1) + b2) + b3 for all sixteen at once, after a 4 x 4
-// transposition of the blocks. Lane 4 i + j of the result is chain (i, j)'s sum: the same adds of
-// the same values as LaneSums4(out, a[i][0..3]).
-#if HWY_TARGET <= HWY_AVX3 && HWY_ARCH_X86
-#define KVLM_LANE_SUMS16 1
-HWY_INLINE VF LaneSums16(const VF (&a)[kRows][4]) {
-  const DF df;
-  const hn::Repartition<uint64_t, DF> du64;
-  VF t[kRows];  // t[i]: per 128-bit block, chains (i, 0..3)'s block sums
-  for (int i = 0; i < kRows; ++i) {
-    const VF p01 = hn::Add(hn::InterleaveLower(df, a[i][0], a[i][1]),
-                           hn::InterleaveUpper(df, a[i][0], a[i][1]));
-    const VF p23 = hn::Add(hn::InterleaveLower(df, a[i][2], a[i][3]),
-                           hn::InterleaveUpper(df, a[i][2], a[i][3]));
-    const auto b01 = hn::BitCast(du64, p01), b23 = hn::BitCast(du64, p23);
-    t[i] = hn::Add(hn::BitCast(df, hn::InterleaveLower(du64, b01, b23)),
-                   hn::BitCast(df, hn::InterleaveUpper(du64, b01, b23)));
-  }
-  // blocks[b] = [t0.b, t1.b, t2.b, t3.b]
-  const __m512 x0 = _mm512_shuffle_f32x4(t[0].raw, t[1].raw, 0x44);  // t0.b0 t0.b1 t1.b0 t1.b1
-  const __m512 x1 = _mm512_shuffle_f32x4(t[0].raw, t[1].raw, 0xEE);  // t0.b2 t0.b3 t1.b2 t1.b3
-  const __m512 x2 = _mm512_shuffle_f32x4(t[2].raw, t[3].raw, 0x44);
-  const __m512 x3 = _mm512_shuffle_f32x4(t[2].raw, t[3].raw, 0xEE);
-  const VF b0{_mm512_shuffle_f32x4(x0, x2, 0x88)}, b1{_mm512_shuffle_f32x4(x0, x2, 0xDD)};
-  const VF b2{_mm512_shuffle_f32x4(x1, x3, 0x88)}, b3{_mm512_shuffle_f32x4(x1, x3, 0xDD)};
-  return hn::Add(hn::Add(hn::Add(b0, b1), b2), b3);
-}
-#else
-#define KVLM_LANE_SUMS16 0
-#endif
 
 // Where position p's K and V rows are: one run (a contiguous cache), or a table of rows.
 struct OneRun {
@@ -270,8 +238,6 @@ void AttendRows(float* out, size_t out_stride, const float* q, size_t q_stride, 
   const RowTable rows{k_rows.data(), v_rows.data()};
   AttendRowsAt(out, out_stride, q, q_stride, n_rows, n, n_max, rows, h0, h1, group, D, rd);
 }
-
-#undef KVLM_LANE_SUMS16
 
 }  // namespace
 
