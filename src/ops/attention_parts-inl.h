@@ -229,6 +229,34 @@ HWY_INLINE VF LaneSums16(const VF (&a)[4][4]) {
 #define KVLM_LANE_SUMS16 0
 #endif
 
+// Eight chains' lane sums at once on AVX2: LaneSums4's interleave steps on two groups of four
+// chains, then its sum of the two 128-bit blocks, b0 + b1, for all eight after swapping blocks
+// between the groups. Lane 4 i + j of the result is chain (i, j)'s sum: the same adds of the same
+// values as LaneSums4(out, a[i][0..3]).
+#undef KVLM_LANE_SUMS8  // defined once per target
+#if HWY_TARGET == HWY_AVX2 && HWY_ARCH_X86
+#define KVLM_LANE_SUMS8 1
+HWY_INLINE VF LaneSums8(const VF (&a)[2][4]) {
+  const DF df;
+  const hn::Repartition<uint64_t, DF> du64;
+  VF t[2];  // t[i]: per 128-bit block, chains (i, 0..3)'s block sums
+  for (int i = 0; i < 2; ++i) {
+    const VF p01 = hn::Add(hn::InterleaveLower(df, a[i][0], a[i][1]),
+                           hn::InterleaveUpper(df, a[i][0], a[i][1]));
+    const VF p23 = hn::Add(hn::InterleaveLower(df, a[i][2], a[i][3]),
+                           hn::InterleaveUpper(df, a[i][2], a[i][3]));
+    const auto b01 = hn::BitCast(du64, p01), b23 = hn::BitCast(du64, p23);
+    t[i] = hn::Add(hn::BitCast(df, hn::InterleaveLower(du64, b01, b23)),
+                   hn::BitCast(df, hn::InterleaveUpper(du64, b01, b23)));
+  }
+  const VF b0{_mm256_permute2f128_ps(t[0].raw, t[1].raw, 0x20)};  // t0.b0 t1.b0
+  const VF b1{_mm256_permute2f128_ps(t[0].raw, t[1].raw, 0x31)};  // t0.b1 t1.b1
+  return hn::Add(b0, b1);
+}
+#else
+#define KVLM_LANE_SUMS8 0
+#endif
+
 // Dot4 over q8_0 rows whose head slice [c0, c0 + D) has D a multiple of kN (so, 32 being a
 // multiple of kN, no vector straddles a block): per position, the slice's part of each q8_0
 // block, in order, is one fma chain over the raw int8 values starting at zero, and the running
@@ -353,10 +381,48 @@ HWY_INLINE VF Dot16(const float* HWY_RESTRICT q, const std::byte* const* HWY_RES
 }
 #endif
 
+#if KVLM_LANE_SUMS8
+// Dot4 for eight positions k[0..7] at once on AVX2, as Dot16 on 512-bit targets: lane 4 i + j is
+// Dot4's sum for k[4 i + j], one LaneSums8 for two LaneSums4.
+template <class R>
+HWY_INLINE VF Dot8(const float* HWY_RESTRICT q, const std::byte* const* HWY_RESTRICT k, size_t c0,
+                   size_t D, const R& rd) {
+  const DF df;
+  VF a[2][4];
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) a[i][j] = hn::Zero(df);
+  for (size_t d = 0; d < D; d += kN) {
+    const VF qv = hn::LoadU(df, q + d);
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 4; ++j) a[i][j] = hn::MulAdd(qv, rd.Load(k[4 * i + j], c0 + d), a[i][j]);
+  }
+  return LaneSums8(a);
+}
+#endif
+
+// Positions scored at once by DotGroup: a vector's lanes where a lane-sum network exists.
+#if KVLM_LANE_SUMS16
+constexpr int kScoreGroup = 16;
+template <class R>
+HWY_INLINE VF DotGroup(const float* HWY_RESTRICT q, const std::byte* const* HWY_RESTRICT k,
+                       size_t c0, size_t D, const R& rd) {
+  return Dot16(q, k, c0, D, rd);
+}
+#elif KVLM_LANE_SUMS8
+constexpr int kScoreGroup = 8;
+template <class R>
+HWY_INLINE VF DotGroup(const float* HWY_RESTRICT q, const std::byte* const* HWY_RESTRICT k,
+                       size_t c0, size_t D, const R& rd) {
+  return Dot8(q, k, c0, D, rd);
+}
+#else
+constexpr int kScoreGroup = 4;
+#endif
+
 // Scores q.k / sqrt(D) of query heads [h0, h0 + nh) over every position of `runs` in one pass:
 // scores[h * stride + p] (h counted from h0) and each head's largest in max_out[h]. Per head and
 // group of four positions, AttendHead's Dot4: its bits (on 512-bit x86, groups of sixteen through
-// Dot16, the same bits). Each position's key row, and its value row for the weighted values
+// Dot16, on AVX2 of eight through Dot8: the same bits). Each position's key row, and its value row for the weighted values
 // that follow, is prefetched `ahead` positions early over [first_col, first_col + span_bytes),
 // the stretch the heads read: the values' pass then finds its rows in L2 (batched decode, whose
 // values pass had waited on them: 1.02-1.07x at batch 8, docs/performance.md).
@@ -368,6 +434,7 @@ HWY_INLINE void ScoreHeadsTogether(float* HWY_RESTRICT scores, size_t stride,
                                    size_t span_bytes, int ahead, const R& rd) {
   for (int h = 0; h < nh; ++h) max_out[h] = -INFINITY;
   const std::byte* k_rows[16];
+  static_assert(kScoreGroup <= 16, "k_rows holds a group");
   int n_group = 0;
   size_t p = 0;
   // Positions k_rows[first, first + n), n <= 4, at p.
@@ -386,15 +453,15 @@ HWY_INLINE void ScoreHeadsTogether(float* HWY_RESTRICT scores, size_t stride,
     }
     p += n;
   };
-#if KVLM_LANE_SUMS16
-  constexpr int kGroup = 16;
-  const bool sixteen = D % kN == 0 && !R::kBlockScaled;
+#if KVLM_LANE_SUMS16 || KVLM_LANE_SUMS8
+  constexpr int kGroup = kScoreGroup;
+  const bool whole_vectors = D % kN == 0 && !R::kBlockScaled;
   auto score_group = [&]() HWY_ATTR {
-    if (n_group == kGroup && sixteen) {
+    if (n_group == kGroup && whole_vectors) {
       const DF df;
       for (int h = 0; h < nh; ++h) {
-        const VF s = hn::Mul(Dot16(q + static_cast<size_t>(h0 + h) * D, k_rows,
-                                   static_cast<size_t>((h0 + h) / group) * D, D, rd),
+        const VF s = hn::Mul(DotGroup(q + static_cast<size_t>(h0 + h) * D, k_rows,
+                                      static_cast<size_t>((h0 + h) / group) * D, D, rd),
                              hn::Set(df, scale));
         hn::StoreU(s, df, scores + h * stride + p);
         max_out[h] = std::max(max_out[h], hn::GetLane(hn::MaxOfLanes(df, s)));
