@@ -169,6 +169,21 @@ struct Fp8Reader {
   HWY_INLINE PlainRow<Fp8Reader> Row(const std::byte* row) const { return {*this, row}; }
 };
 
+#if HWY_TARGET != HWY_SCALAR
+// Per 128-bit block, the block sums of four positions' chains a0..a3: LaneSums4's interleave
+// steps, shared with the group lane sums below.
+HWY_INLINE VF BlockSums4(VF a0, VF a1, VF a2, VF a3) {
+  const DF df;
+  // Per block: [x0 + x2, y0 + y2, x1 + x3, y1 + y3] for positions x, y.
+  const VF p01 = hn::Add(hn::InterleaveLower(df, a0, a1), hn::InterleaveUpper(df, a0, a1));
+  const VF p23 = hn::Add(hn::InterleaveLower(df, a2, a3), hn::InterleaveUpper(df, a2, a3));
+  const hn::Repartition<uint64_t, DF> du64;
+  const auto b01 = hn::BitCast(du64, p01), b23 = hn::BitCast(du64, p23);
+  return hn::Add(hn::BitCast(df, hn::InterleaveLower(du64, b01, b23)),
+                 hn::BitCast(df, hn::InterleaveUpper(du64, b01, b23)));
+}
+#endif
+
 // The lane sums of four positions' chains a0..a3 into out[0..3] (Dot4's last step).
 HWY_INLINE void LaneSums4(float* HWY_RESTRICT out, VF a0, VF a1, VF a2, VF a3) {
 #if HWY_TARGET == HWY_SCALAR
@@ -179,16 +194,8 @@ HWY_INLINE void LaneSums4(float* HWY_RESTRICT out, VF a0, VF a1, VF a2, VF a3) {
   out[3] = hn::GetLane(a3);
 #else
   const DF df;
-  // Per block: [x0 + x2, y0 + y2, x1 + x3, y1 + y3] for positions x, y.
-  const VF p01 = hn::Add(hn::InterleaveLower(df, a0, a1), hn::InterleaveUpper(df, a0, a1));
-  const VF p23 = hn::Add(hn::InterleaveLower(df, a2, a3), hn::InterleaveUpper(df, a2, a3));
-  const hn::Repartition<uint64_t, DF> du64;
-  const auto b01 = hn::BitCast(du64, p01), b23 = hn::BitCast(du64, p23);
-  // Per block: the four positions' block sums.
-  const VF t = hn::Add(hn::BitCast(df, hn::InterleaveLower(du64, b01, b23)),
-                       hn::BitCast(df, hn::InterleaveUpper(du64, b01, b23)));
   HWY_ALIGN float blocks[kN];
-  hn::Store(t, df, blocks);
+  hn::Store(BlockSums4(a0, a1, a2, a3), df, blocks);
   const hn::Full128<float> d4;
   auto sum = hn::Load(d4, blocks);
   for (size_t b = 4; b < kN; b += 4) sum = hn::Add(sum, hn::Load(d4, blocks + b));
@@ -196,26 +203,16 @@ HWY_INLINE void LaneSums4(float* HWY_RESTRICT out, VF a0, VF a1, VF a2, VF a3) {
 #endif
 }
 
-// Sixteen chains' lane sums at once on 512-bit x86 targets: LaneSums4's two interleave steps on
-// four groups of four chains, then its sum over 128-bit blocks ((b0 + b1) + b2) + b3 for all
-// sixteen, after a 4 x 4 transposition of the blocks. Lane 4 i + j of the result is chain
-// (i, j)'s sum: the same adds of the same values as LaneSums4(out, a[i][0..3]).
+// Sixteen chains' lane sums at once on 512-bit x86 targets: BlockSums4 on four groups of four
+// chains, then LaneSums4's sum over 128-bit blocks ((b0 + b1) + b2) + b3 for all sixteen, after a
+// 4 x 4 transposition of the blocks. Lane 4 i + j of the result is chain (i, j)'s sum: the same
+// adds of the same values as LaneSums4(out, a[i][0..3]).
 #undef KVLM_LANE_SUMS16  // defined once per target
 #if HWY_TARGET <= HWY_AVX3 && HWY_ARCH_X86
 #define KVLM_LANE_SUMS16 1
 HWY_INLINE VF LaneSums16(const VF (&a)[4][4]) {
-  const DF df;
-  const hn::Repartition<uint64_t, DF> du64;
   VF t[4];  // t[i]: per 128-bit block, chains (i, 0..3)'s block sums
-  for (int i = 0; i < 4; ++i) {
-    const VF p01 = hn::Add(hn::InterleaveLower(df, a[i][0], a[i][1]),
-                           hn::InterleaveUpper(df, a[i][0], a[i][1]));
-    const VF p23 = hn::Add(hn::InterleaveLower(df, a[i][2], a[i][3]),
-                           hn::InterleaveUpper(df, a[i][2], a[i][3]));
-    const auto b01 = hn::BitCast(du64, p01), b23 = hn::BitCast(du64, p23);
-    t[i] = hn::Add(hn::BitCast(df, hn::InterleaveLower(du64, b01, b23)),
-                   hn::BitCast(df, hn::InterleaveUpper(du64, b01, b23)));
-  }
+  for (int i = 0; i < 4; ++i) t[i] = BlockSums4(a[i][0], a[i][1], a[i][2], a[i][3]);
   // blocks[b] = [t0.b, t1.b, t2.b, t3.b]
   const __m512 x0 = _mm512_shuffle_f32x4(t[0].raw, t[1].raw, 0x44);  // t0.b0 t0.b1 t1.b0 t1.b1
   const __m512 x1 = _mm512_shuffle_f32x4(t[0].raw, t[1].raw, 0xEE);  // t0.b2 t0.b3 t1.b2 t1.b3
@@ -229,26 +226,16 @@ HWY_INLINE VF LaneSums16(const VF (&a)[4][4]) {
 #define KVLM_LANE_SUMS16 0
 #endif
 
-// Eight chains' lane sums at once on AVX2: LaneSums4's interleave steps on two groups of four
-// chains, then its sum of the two 128-bit blocks, b0 + b1, for all eight after swapping blocks
+// Eight chains' lane sums at once on AVX2: BlockSums4 on two groups of four chains, then
+// LaneSums4's sum of the two 128-bit blocks, b0 + b1, for all eight after swapping blocks
 // between the groups. Lane 4 i + j of the result is chain (i, j)'s sum: the same adds of the same
 // values as LaneSums4(out, a[i][0..3]).
 #undef KVLM_LANE_SUMS8  // defined once per target
 #if HWY_TARGET == HWY_AVX2 && HWY_ARCH_X86
 #define KVLM_LANE_SUMS8 1
 HWY_INLINE VF LaneSums8(const VF (&a)[2][4]) {
-  const DF df;
-  const hn::Repartition<uint64_t, DF> du64;
   VF t[2];  // t[i]: per 128-bit block, chains (i, 0..3)'s block sums
-  for (int i = 0; i < 2; ++i) {
-    const VF p01 = hn::Add(hn::InterleaveLower(df, a[i][0], a[i][1]),
-                           hn::InterleaveUpper(df, a[i][0], a[i][1]));
-    const VF p23 = hn::Add(hn::InterleaveLower(df, a[i][2], a[i][3]),
-                           hn::InterleaveUpper(df, a[i][2], a[i][3]));
-    const auto b01 = hn::BitCast(du64, p01), b23 = hn::BitCast(du64, p23);
-    t[i] = hn::Add(hn::BitCast(df, hn::InterleaveLower(du64, b01, b23)),
-                   hn::BitCast(df, hn::InterleaveUpper(du64, b01, b23)));
-  }
+  for (int i = 0; i < 2; ++i) t[i] = BlockSums4(a[i][0], a[i][1], a[i][2], a[i][3]);
   const VF b0{_mm256_permute2f128_ps(t[0].raw, t[1].raw, 0x20)};  // t0.b0 t1.b0
   const VF b1{_mm256_permute2f128_ps(t[0].raw, t[1].raw, 0x31)};  // t0.b1 t1.b1
   return hn::Add(b0, b1);
@@ -361,68 +348,41 @@ HWY_INLINE float ExpAndSumChunks(float* HWY_RESTRICT s, size_t n, float max_scor
   return sum;
 }
 
-#if KVLM_LANE_SUMS16
-// Dot4 for sixteen positions k[0..15] at once, D a multiple of kN and a reader whose Row(k).Load
-// is its Load: lane 4 i + j is Dot4's sum for k[4 i + j], one LaneSums16 for what four
-// LaneSums4 (a store and four loads each) would do.
-template <class R>
-HWY_INLINE VF Dot16(const float* HWY_RESTRICT q, const std::byte* const* HWY_RESTRICT k,
-                    size_t c0, size_t D, const R& rd) {
-  const DF df;
-  VF a[4][4];
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j) a[i][j] = hn::Zero(df);
-  for (size_t d = 0; d < D; d += kN) {
-    const VF qv = hn::LoadU(df, q + d);
-    for (int i = 0; i < 4; ++i)
-      for (int j = 0; j < 4; ++j) a[i][j] = hn::MulAdd(qv, rd.Load(k[4 * i + j], c0 + d), a[i][j]);
-  }
-  return LaneSums16(a);
-}
-#endif
-
-#if KVLM_LANE_SUMS8
-// Dot4 for eight positions k[0..7] at once on AVX2, as Dot16 on 512-bit targets: lane 4 i + j is
-// Dot4's sum for k[4 i + j], one LaneSums8 for two LaneSums4.
-template <class R>
-HWY_INLINE VF Dot8(const float* HWY_RESTRICT q, const std::byte* const* HWY_RESTRICT k, size_t c0,
-                   size_t D, const R& rd) {
-  const DF df;
-  VF a[2][4];
-  for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 4; ++j) a[i][j] = hn::Zero(df);
-  for (size_t d = 0; d < D; d += kN) {
-    const VF qv = hn::LoadU(df, q + d);
-    for (int i = 0; i < 2; ++i)
-      for (int j = 0; j < 4; ++j) a[i][j] = hn::MulAdd(qv, rd.Load(k[4 * i + j], c0 + d), a[i][j]);
-  }
-  return LaneSums8(a);
-}
-#endif
-
-// Positions scored at once by DotGroup: a vector's lanes where a lane-sum network exists.
+// Positions scored at once by DotGroup: a vector's lanes, where a lane-sum network exists.
 #if KVLM_LANE_SUMS16
 constexpr int kScoreGroup = 16;
-template <class R>
-HWY_INLINE VF DotGroup(const float* HWY_RESTRICT q, const std::byte* const* HWY_RESTRICT k,
-                       size_t c0, size_t D, const R& rd) {
-  return Dot16(q, k, c0, D, rd);
-}
+HWY_INLINE VF LaneSumsGroup(const VF (&a)[4][4]) { return LaneSums16(a); }
 #elif KVLM_LANE_SUMS8
 constexpr int kScoreGroup = 8;
-template <class R>
-HWY_INLINE VF DotGroup(const float* HWY_RESTRICT q, const std::byte* const* HWY_RESTRICT k,
-                       size_t c0, size_t D, const R& rd) {
-  return Dot8(q, k, c0, D, rd);
-}
+HWY_INLINE VF LaneSumsGroup(const VF (&a)[2][4]) { return LaneSums8(a); }
 #else
 constexpr int kScoreGroup = 4;
 #endif
 
+#if KVLM_LANE_SUMS16 || KVLM_LANE_SUMS8
+// Dot4 for kScoreGroup positions k[0, kScoreGroup) at once, D a multiple of kN and a reader whose
+// Row(k).Load is its Load: lane 4 i + j is Dot4's sum for k[4 i + j], one LaneSumsGroup for what
+// kScoreGroup / 4 LaneSums4 (a store and four loads each) would do.
+template <class R>
+HWY_INLINE VF DotGroup(const float* HWY_RESTRICT q, const std::byte* const* HWY_RESTRICT k,
+                       size_t c0, size_t D, const R& rd) {
+  const DF df;
+  VF a[kScoreGroup / 4][4];
+  for (int i = 0; i < kScoreGroup / 4; ++i)
+    for (int j = 0; j < 4; ++j) a[i][j] = hn::Zero(df);
+  for (size_t d = 0; d < D; d += kN) {
+    const VF qv = hn::LoadU(df, q + d);
+    for (int i = 0; i < kScoreGroup / 4; ++i)
+      for (int j = 0; j < 4; ++j) a[i][j] = hn::MulAdd(qv, rd.Load(k[4 * i + j], c0 + d), a[i][j]);
+  }
+  return LaneSumsGroup(a);
+}
+#endif
+
 // Scores q.k / sqrt(D) of query heads [h0, h0 + nh) over every position of `runs` in one pass:
 // scores[h * stride + p] (h counted from h0) and each head's largest in max_out[h]. Per head and
-// group of four positions, AttendHead's Dot4: its bits (on 512-bit x86, groups of sixteen through
-// Dot16, on AVX2 of eight through Dot8: the same bits). Each position's key row, and its value row for the weighted values
+// group of four positions, AttendHead's Dot4: its bits (on 512-bit x86, groups of sixteen, on
+// AVX2 of eight, through DotGroup: the same bits). Each position's key row, and its value row for the weighted values
 // that follow, is prefetched `ahead` positions early over [first_col, first_col + span_bytes),
 // the stretch the heads read: the values' pass then finds its rows in L2 (batched decode, whose
 // values pass had waited on them: 1.02-1.07x at batch 8, docs/performance.md).
