@@ -382,10 +382,11 @@ HWY_INLINE VF DotGroup(const float* HWY_RESTRICT q, const std::byte* const* HWY_
 // Scores q.k / sqrt(D) of query heads [h0, h0 + nh) over every position of `runs` in one pass:
 // scores[h * stride + p] (h counted from h0) and each head's largest in max_out[h]. Per head and
 // group of four positions, AttendHead's Dot4: its bits (on 512-bit x86, groups of sixteen, on
-// AVX2 of eight, through DotGroup: the same bits). Each position's key row, and its value row for the weighted values
-// that follow, is prefetched `ahead` positions early over [first_col, first_col + span_bytes),
-// the stretch the heads read: the values' pass then finds its rows in L2 (batched decode, whose
-// values pass had waited on them: 1.02-1.07x at batch 8, docs/performance.md).
+// AVX2 of eight, through DotGroup: the same bits). Each position's key row, and its value row for
+// the weighted values that follow, is prefetched `ahead` positions early over [first_col,
+// first_col + span_bytes), the stretch the heads read: the values' pass then finds its rows in L2
+// (batched decode, whose values pass had waited on them: 1.02-1.07x at batch 8,
+// docs/performance.md).
 template <class R>
 HWY_INLINE void ScoreHeadsTogether(float* HWY_RESTRICT scores, size_t stride,
                                    float* HWY_RESTRICT max_out, const float* HWY_RESTRICT q,

@@ -103,13 +103,14 @@ constexpr size_t StripGroup() {
   return p;
 }
 
-// n_steps more steps of R rows' chains over P strips at once: strip p's accumulators at
-// acc + p * acc_stride ([r][kStripCols]), its weights at ws + p * w_stride ([k][kStripCols]), x
-// packed xp[k * R + r]. The P strips are P streams the hardware prefetchers follow (a software
-// fetch 8 or 32 steps ahead in each was no faster). kFromZero: the chains start here, from zero
-// in registers, so acc is only written (the [n_out, n_in] head no longer zeroes and reloads 24 KB
-// of accumulators per group of strips: GPT-2's F16 head at 1 row, 2 threads, 1.06x the GB/s).
-template <int R, size_t P, typename WT, bool kFromZero = false>
+// n_steps steps of R rows' chains over P strips at once, each chain starting from zero in
+// registers; their sums stored to strip p's acc + p * acc_stride ([r][kStripCols]). Weights at
+// ws + p * w_stride ([k][kStripCols]), x packed xp[k * R + r]. The P strips are P streams the
+// hardware prefetchers follow (a software fetch 8 or 32 steps ahead in each was no faster).
+// Starting in registers rather than from zeroed accumulators in memory spares the [n_out, n_in]
+// head zeroing and reloading 24 KB per group of strips (GPT-2's F16 head at 1 row, 2 threads,
+// 1.06x the GB/s).
+template <int R, size_t P, typename WT>
 HWY_INLINE void StripGroupSteps(float* HWY_RESTRICT acc, size_t acc_stride,
                                 const float* HWY_RESTRICT xp, const WT* HWY_RESTRICT ws,
                                 size_t w_stride, size_t n_steps) {
@@ -117,9 +118,7 @@ HWY_INLINE void StripGroupSteps(float* HWY_RESTRICT acc, size_t acc_stride,
   VF a[P][R][kStripVecs];
   for (size_t p = 0; p < P; ++p)
     for (int r = 0; r < R; ++r)
-      for (size_t v = 0; v < kStripVecs; ++v)
-        a[p][r][v] = kFromZero ? hn::Zero(df)
-                               : hn::Load(df, acc + p * acc_stride + r * kStripCols + v * kN);
+      for (size_t v = 0; v < kStripVecs; ++v) a[p][r][v] = hn::Zero(df);
   for (size_t k = 0; k < n_steps; ++k) {
     VF xv[R];
     for (int r = 0; r < R; ++r) xv[r] = hn::Set(df, xp[k * R + r]);
@@ -158,8 +157,8 @@ void InOutStripGroups(float* out, const float* xp, const WT* strips, const float
                       size_t n_out, size_t s, size_t s1) {
   HWY_ALIGN float acc[P * R * kStripCols];  // [p][r][c]
   for (; s + P <= s1; s += P) {
-    StripGroupSteps<R, P, WT, true>(acc, R * kStripCols, xp, strips + s * n_in * kStripCols,
-                                    n_in * kStripCols, n_in);
+    StripGroupSteps<R, P>(acc, R * kStripCols, xp, strips + s * n_in * kStripCols,
+                          n_in * kStripCols, n_in);
     for (size_t p = 0; p < P; ++p)
       StoreInOutStrip<R>(acc + p * R * kStripCols, bias, out, s + p, n_out);
   }
@@ -220,8 +219,8 @@ void OutInStripGroups(float* out, const float* xp, const WT* strips, const float
   for (; s + P <= s1; s += P) {
     const WT* ws = strips + s * strip_size;
     for (size_t l = 0; l < 16; ++l)  // each lane class's chains start and end in one call
-      StripGroupSteps<R, P, WT, true>(acc + l * R * kStripCols, kStripAcc, xp + l * K * R,
-                                      ws + l * K * kStripCols, strip_size, K);
+      StripGroupSteps<R, P>(acc + l * R * kStripCols, kStripAcc, xp + l * K * R,
+                            ws + l * K * kStripCols, strip_size, K);
     for (size_t p = 0; p < P; ++p) StoreOutInStrip<R>(acc + p * kStripAcc, bias, out, s + p, n_out);
   }
   if constexpr (P > 1)
