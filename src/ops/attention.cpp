@@ -231,23 +231,8 @@ void AttendHeadsTogether(float* HWY_RESTRICT out, const float* HWY_RESTRICT q, c
         }
       }
     };
-    size_t p = 0;
-    for (size_t r = 0; r < n_runs; ++r) {
-      const std::byte* row = runs[r].v;
-      const int n = runs[r].n_positions;
-      for (int j = 0; j < n; ++j, row += row_bytes) {
-        if (j + kAhead < n) PrefetchRow(rd.At(row + kAhead * row_bytes, first_col), span_bytes);
-        for (int h = 0; h < nh; ++h) {
-          const VF w = hn::Set(df, scratch[h * n_pos + p]);
-          const size_t column = static_cast<size_t>((hb + h) / group) * D;
-          float* c = chunk + h * D;
-          for (size_t d = 0; d < D; d += kN)
-            hn::StoreU(hn::MulAdd(w, rd.Load(row, column + d), hn::LoadU(df, c + d)), df, c + d);
-        }
-        if (++p % kChunk == 0) end_chunk();
-      }
-    }
-    if (p % kChunk != 0) end_chunk();
+    AddValueRuns(runs, n_runs, row_bytes, scratch, n_pos, hb, nh, group, D, first_col, span_bytes,
+                 kAhead, rd, [&](size_t) { return chunk; }, end_chunk);
     for (int h = 0; h < nh; ++h) {
       const VF inv_sum = hn::Set(df, 1.0f / sum[h]);
       float* o = out + static_cast<size_t>(hb + h) * D;

@@ -348,6 +348,81 @@ HWY_INLINE float ExpAndSumChunks(float* HWY_RESTRICT s, size_t n, float max_scor
   return sum;
 }
 
+// acc[h * D + d] += w[h][j] * v_j[c_h + d] for the n rows v_j in order (j < N), heads h < nh of
+// the query heads from h0, w[h][j] = weights[h * stride + j], c_h their key/value head's column:
+// each element's chain one fma per row, as a row at a time would run it, its accumulator loaded
+// and stored once per N rows instead of once per row.
+template <int N, class R>
+HWY_INLINE void AddValueRows(float* HWY_RESTRICT acc, const std::byte* const* rows,
+                             const float* HWY_RESTRICT weights, size_t stride, int h0, int nh,
+                             int group, size_t D, const R& rd) {
+  const DF df;
+  for (int h = 0; h < nh; ++h) {
+    VF w[N];
+    for (int j = 0; j < N; ++j) w[j] = hn::Set(df, weights[h * stride + j]);
+    const size_t column = static_cast<size_t>((h0 + h) / group) * D;
+    float* HWY_RESTRICT a = acc + h * D;
+    for (size_t d = 0; d < D; d += kN) {
+      VF o = hn::LoadU(df, a + d);
+      for (int j = 0; j < N; ++j) o = hn::MulAdd(w[j], rd.Load(rows[j], column + d), o);
+      hn::StoreU(o, df, a + d);
+    }
+  }
+}
+
+// Rows added at once by AddValueRows: what the callers' runs and chunks allow, up to this.
+constexpr int kValueRows = 4;
+
+// AddValueRows for n (1..kValueRows) rows.
+template <class R>
+HWY_INLINE void AddValueRowsUpTo4(int n, float* HWY_RESTRICT acc, const std::byte* const* rows,
+                                  const float* HWY_RESTRICT weights, size_t stride, int h0,
+                                  int nh, int group, size_t D, const R& rd) {
+  static_assert(kValueRows == 4, "one case per row count");
+  switch (n) {
+    case 1:
+      return AddValueRows<1>(acc, rows, weights, stride, h0, nh, group, D, rd);
+    case 2:
+      return AddValueRows<2>(acc, rows, weights, stride, h0, nh, group, D, rd);
+    case 3:
+      return AddValueRows<3>(acc, rows, weights, stride, h0, nh, group, D, rd);
+    default:
+      return AddValueRows<4>(acc, rows, weights, stride, h0, nh, group, D, rd);
+  }
+}
+
+// The weighted values of every position of `runs` in order, kValueRows rows at a time within a
+// chunk (AddValueRows): position p's weight for head h is weights[h * stride + p], its chunk's
+// accumulators acc_at(p) ([nh][D], head h0 + h's key/value head at column ((h0 + h) / group) *
+// D of a row), and end_chunk() runs after each chunk's last position (kChunk positions from 0,
+// the last chunk possibly short). Rows `ahead` positions on are fetched over [first_col, first_col +
+// span_bytes) (ahead 0: none, whole rows left to the hardware prefetchers).
+template <class R, class AccAt, class EndChunk>
+HWY_INLINE void AddValueRuns(const KvRun* runs, size_t n_runs, size_t row_bytes,
+                             const float* HWY_RESTRICT weights, size_t stride, int h0, int nh,
+                             int group, size_t D, size_t first_col, size_t span_bytes, int ahead,
+                             const R& rd, const AccAt& acc_at, const EndChunk& end_chunk) {
+  size_t p = 0;
+  for (size_t r = 0; r < n_runs; ++r) {
+    const std::byte* v = runs[r].v;
+    const int n = runs[r].n_positions;
+    for (int j = 0; j < n;) {
+      const int m = std::min({kValueRows, n - j, static_cast<int>(kChunk - p % kChunk)});
+      const std::byte* rows[kValueRows];
+      for (int i = 0; i < m; ++i) {
+        rows[i] = v + (j + i) * row_bytes;
+        if (ahead > 0 && j + i + ahead < n)
+          PrefetchRow(rd.At(rows[i] + ahead * row_bytes, first_col), span_bytes);
+      }
+      AddValueRowsUpTo4(m, acc_at(p), rows, weights + p, stride, h0, nh, group, D, rd);
+      j += m;
+      p += m;
+      if (p % kChunk == 0) end_chunk();
+    }
+  }
+  if (p % kChunk != 0) end_chunk();
+}
+
 // Positions scored at once by DotGroup: a vector's lanes, where a lane-sum network exists.
 #if KVLM_LANE_SUMS16
 constexpr int kScoreGroup = 16;
@@ -386,7 +461,8 @@ HWY_INLINE VF DotGroup(const float* HWY_RESTRICT q, const std::byte* const* HWY_
 // the weighted values that follow, is prefetched `ahead` positions early over [first_col,
 // first_col + span_bytes), the stretch the heads read: the values' pass then finds its rows in L2
 // (batched decode, whose values pass had waited on them: 1.02-1.07x at batch 8,
-// docs/performance.md).
+// docs/performance.md). ahead 0 fetches nothing: the batch-1 split reads whole rows, one stream
+// the hardware prefetchers follow, and its 96 fetch instructions a row cost more than they hid.
 template <class R>
 HWY_INLINE void ScoreHeadsTogether(float* HWY_RESTRICT scores, size_t stride,
                                    float* HWY_RESTRICT max_out, const float* HWY_RESTRICT q,
@@ -445,7 +521,7 @@ HWY_INLINE void ScoreHeadsTogether(float* HWY_RESTRICT scores, size_t stride,
     const std::byte* k = runs[r].k;
     const int n = runs[r].n_positions;
     for (int j = 0; j < n; ++j) {
-      if (j + ahead < n) {
+      if (ahead > 0 && j + ahead < n) {
         PrefetchRow(rd.At(k + (j + ahead) * row_bytes, first_col), span_bytes);
         PrefetchRow(rd.At(runs[r].v + (j + ahead) * row_bytes, first_col), span_bytes);
       }

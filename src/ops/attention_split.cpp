@@ -23,17 +23,13 @@ namespace kvlm {
 namespace HWY_NAMESPACE {
 namespace {
 
-// A whole row's prefetch distance: each is kv_dim values, many cache lines.
-constexpr int kSplitAhead = 8;
-
 template <class R>
 void ScoresPart(float* HWY_RESTRICT scores, size_t stride, float* HWY_RESTRICT max_out,
                 const float* HWY_RESTRICT q, const KvRun* runs, size_t n_runs, size_t row_bytes,
                 int n_head, int group, size_t D, const R& rd) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const size_t span_bytes = static_cast<size_t>(n_head / group) * D * R::kBytes;
   ScoreHeadsTogether(scores, stride, max_out, q, runs, n_runs, row_bytes, 0, n_head, group, D,
-                     scale, 0, span_bytes, kSplitAhead, rd);
+                     scale, 0, 0, 0, rd);
 }
 
 template <class R>
@@ -44,28 +40,14 @@ void ValuesPart(float* HWY_RESTRICT partial, float* HWY_RESTRICT sums, float* HW
   size_t n_pos = 0;
   for (size_t r = 0; r < n_runs; ++r) n_pos += runs[r].n_positions;
   const size_t n_chunks = (n_pos + kChunk - 1) / kChunk;
-  const size_t span_bytes = static_cast<size_t>(n_head / group) * D * R::kBytes;
   for (int h = 0; h < n_head; ++h)
     for (size_t c = 0; c < n_chunks; ++c)
       sums[c * n_head + h] = ExpAndSum(scores + h * stride + c * kChunk,
                                        std::min(kChunk, n_pos - c * kChunk), max_score[h]);
   for (size_t i = 0; i < n_chunks * n_head * D; i += kN) hn::StoreU(hn::Zero(df), df, partial + i);
-  size_t p = 0;
-  for (size_t r = 0; r < n_runs; ++r) {
-    const std::byte* row = runs[r].v;
-    const int n = runs[r].n_positions;
-    for (int j = 0; j < n; ++j, row += row_bytes, ++p) {
-      if (j + kSplitAhead < n) PrefetchRow(row + kSplitAhead * row_bytes, span_bytes);
-      float* chunk = partial + (p / kChunk) * n_head * D;
-      for (int h = 0; h < n_head; ++h) {
-        const VF w = hn::Set(df, scores[h * stride + p]);
-        const size_t column = static_cast<size_t>(h / group) * D;
-        float* o = chunk + h * D;
-        for (size_t d = 0; d < D; d += kN)
-          hn::StoreU(hn::MulAdd(w, rd.Load(row, column + d), hn::LoadU(df, o + d)), df, o + d);
-      }
-    }
-  }
+  auto chunk_acc = [&](size_t p) { return partial + (p / kChunk) * n_head * D; };
+  AddValueRuns(runs, n_runs, row_bytes, scores, stride, 0, n_head, group, D, 0, 0, 0, rd,
+               chunk_acc, [] {});
 }
 
 }  // namespace
