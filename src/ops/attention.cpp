@@ -231,8 +231,9 @@ void AttendHeadsTogether(float* HWY_RESTRICT out, const float* HWY_RESTRICT q, c
         }
       }
     };
+    auto chunk_acc = [&](size_t) { return chunk; };  // every chunk's chains start in `chunk`
     AddValueRuns(runs, n_runs, row_bytes, scratch, n_pos, hb, nh, group, D, first_col, span_bytes,
-                 kAhead, rd, [&](size_t) { return chunk; }, end_chunk);
+                 kAhead, rd, chunk_acc, end_chunk);
     for (int h = 0; h < nh; ++h) {
       const VF inv_sum = hn::Set(df, 1.0f / sum[h]);
       float* o = out + static_cast<size_t>(hb + h) * D;

@@ -376,8 +376,8 @@ constexpr int kValueRows = 4;
 // AddValueRows for n (1..kValueRows) rows.
 template <class R>
 HWY_INLINE void AddValueRowsUpTo4(int n, float* HWY_RESTRICT acc, const std::byte* const* rows,
-                                  const float* HWY_RESTRICT weights, size_t stride, int h0,
-                                  int nh, int group, size_t D, const R& rd) {
+                                  const float* HWY_RESTRICT weights, size_t stride, int h0, int nh,
+                                  int group, size_t D, const R& rd) {
   static_assert(kValueRows == 4, "one case per row count");
   switch (n) {
     case 1:
@@ -395,8 +395,8 @@ HWY_INLINE void AddValueRowsUpTo4(int n, float* HWY_RESTRICT acc, const std::byt
 // chunk (AddValueRows): position p's weight for head h is weights[h * stride + p], its chunk's
 // accumulators acc_at(p) ([nh][D], head h0 + h's key/value head at column ((h0 + h) / group) *
 // D of a row), and end_chunk() runs after each chunk's last position (kChunk positions from 0,
-// the last chunk possibly short). Rows `ahead` positions on are fetched over [first_col, first_col +
-// span_bytes) (ahead 0: none, whole rows left to the hardware prefetchers).
+// the last chunk possibly short). Rows `ahead` positions on are fetched over [first_col, first_col
+// + span_bytes) (ahead 0: none, whole rows left to the hardware prefetchers).
 template <class R, class AccAt, class EndChunk>
 HWY_INLINE void AddValueRuns(const KvRun* runs, size_t n_runs, size_t row_bytes,
                              const float* HWY_RESTRICT weights, size_t stride, int h0, int nh,
@@ -426,10 +426,14 @@ HWY_INLINE void AddValueRuns(const KvRun* runs, size_t n_runs, size_t row_bytes,
 // Positions scored at once by DotGroup: a vector's lanes, where a lane-sum network exists.
 #if KVLM_LANE_SUMS16
 constexpr int kScoreGroup = 16;
-HWY_INLINE VF LaneSumsGroup(const VF (&a)[4][4]) { return LaneSums16(a); }
+HWY_INLINE VF LaneSumsGroup(const VF (&a)[4][4]) {
+  return LaneSums16(a);
+}
 #elif KVLM_LANE_SUMS8
 constexpr int kScoreGroup = 8;
-HWY_INLINE VF LaneSumsGroup(const VF (&a)[2][4]) { return LaneSums8(a); }
+HWY_INLINE VF LaneSumsGroup(const VF (&a)[2][4]) {
+  return LaneSums8(a);
+}
 #else
 constexpr int kScoreGroup = 4;
 #endif

@@ -46,8 +46,8 @@ void ValuesPart(float* HWY_RESTRICT partial, float* HWY_RESTRICT sums, float* HW
                                        std::min(kChunk, n_pos - c * kChunk), max_score[h]);
   for (size_t i = 0; i < n_chunks * n_head * D; i += kN) hn::StoreU(hn::Zero(df), df, partial + i);
   auto chunk_acc = [&](size_t p) { return partial + (p / kChunk) * n_head * D; };
-  AddValueRuns(runs, n_runs, row_bytes, scores, stride, 0, n_head, group, D, 0, 0, 0, rd,
-               chunk_acc, [] {});
+  AddValueRuns(runs, n_runs, row_bytes, scores, stride, 0, n_head, group, D, 0, 0, 0, rd, chunk_acc,
+               [] {});
 }
 
 }  // namespace
@@ -105,7 +105,8 @@ void CombineChunksImpl(float* out, const float* partial, const float* chunk_sums
     const VF inv_sum = hn::Set(df, 1.0f / sum);
     for (size_t d = 0; d < D; d += kN) {
       VF o = hn::Zero(df);
-      for (int c = 0; c < n_chunks; ++c) o = hn::Add(o, hn::LoadU(df, partial + (c * H + h) * D + d));
+      for (int c = 0; c < n_chunks; ++c)
+        o = hn::Add(o, hn::LoadU(df, partial + (c * H + h) * D + d));
       hn::StoreU(hn::Mul(o, inv_sum), df, out + h * D + d);
     }
   }
