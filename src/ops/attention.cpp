@@ -206,9 +206,9 @@ void AttendHeadsTogether(float* HWY_RESTRICT out, const float* HWY_RESTRICT q, c
   // The stretch of a row the heads read: their key/value heads' slices, contiguous.
   const size_t first_col = static_cast<size_t>(h0 / group) * D;
   const size_t span_bytes = (static_cast<size_t>((h1 - 1) / group + 1) * D - first_col) * R::kBytes;
-  // Rows fetched this many positions ahead: a row's stretch is many cache lines, so fewer rows
-  // ahead than AttendHead's per-head slices cover the latency.
-  constexpr int kAhead = 3;
+  // Rows of 16-bit caches fetched this many positions ahead (none for fp32 rows: FetchAhead): a
+  // row's stretch is many cache lines, so fewer rows ahead than AttendHead's per-head slices.
+  constexpr int kAhead = FetchAhead<R>(3);
   constexpr int kMaxHeads = 64;  // heads per pass (their maxima and sums on the stack)
   for (int hb = h0; hb < h1; hb += kMaxHeads) {
     const int he = std::min(h1, hb + kMaxHeads), nh = he - hb;

@@ -458,6 +458,16 @@ HWY_INLINE VF DotGroup(const float* HWY_RESTRICT q, const std::byte* const* HWY_
 }
 #endif
 
+// How far ahead decode attention fetches rows of R: `ahead` positions for 16-bit rows, none for
+// fp32 ones, whose stretches the hardware prefetchers follow alone faster than with a software
+// fetch per line (96 a 3 KB row, keys and values): GPT-2's shape, Zen 5, attention alone from
+// memory, fp32 cache: batch 1 split 1.04-1.27x, batch 8 1.02-1.17x, batch 2 1.15-1.37x without
+// them; an f16 cache ran 0.64-0.87x at batch 8 and 0.88-1.12x split without them, so keeps them.
+template <class R>
+constexpr int FetchAhead(int ahead) {
+  return R::kBytes >= 4 ? 0 : ahead;
+}
+
 // Scores q.k / sqrt(D) of query heads [h0, h0 + nh) over every position of `runs` in one pass:
 // scores[h * stride + p] (h counted from h0) and each head's largest in max_out[h]. Per head and
 // group of four positions, AttendHead's Dot4: its bits (on 512-bit x86, groups of sixteen, on
@@ -465,8 +475,7 @@ HWY_INLINE VF DotGroup(const float* HWY_RESTRICT q, const std::byte* const* HWY_
 // the weighted values that follow, is prefetched `ahead` positions early over [first_col,
 // first_col + span_bytes), the stretch the heads read: the values' pass then finds its rows in L2
 // (batched decode, whose values pass had waited on them: 1.02-1.07x at batch 8,
-// docs/performance.md). ahead 0 fetches nothing: the batch-1 split reads whole rows, one stream
-// the hardware prefetchers follow, and its 96 fetch instructions a row cost more than they hid.
+// docs/performance.md). ahead 0 fetches nothing (FetchAhead).
 template <class R>
 HWY_INLINE void ScoreHeadsTogether(float* HWY_RESTRICT scores, size_t stride,
                                    float* HWY_RESTRICT max_out, const float* HWY_RESTRICT q,

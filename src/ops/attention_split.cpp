@@ -23,13 +23,18 @@ namespace kvlm {
 namespace HWY_NAMESPACE {
 namespace {
 
+// Rows of 16-bit caches are fetched this many positions ahead, keys and values in the scores
+// pass (the values pass then finds its rows in L2); fp32 rows are not (FetchAhead).
+constexpr int kSplitAhead = 8;
+
 template <class R>
 void ScoresPart(float* HWY_RESTRICT scores, size_t stride, float* HWY_RESTRICT max_out,
                 const float* HWY_RESTRICT q, const KvRun* runs, size_t n_runs, size_t row_bytes,
                 int n_head, int group, size_t D, const R& rd) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const size_t span_bytes = static_cast<size_t>(n_head / group) * D * R::kBytes;
   ScoreHeadsTogether(scores, stride, max_out, q, runs, n_runs, row_bytes, 0, n_head, group, D,
-                     scale, 0, 0, 0, rd);
+                     scale, 0, span_bytes, FetchAhead<R>(kSplitAhead), rd);
 }
 
 template <class R>
