@@ -31,7 +31,8 @@ void attention_values_part(float* partial, float* chunk_sums, float* scores, siz
                            const KvRowFormat& format, int n_head, int n_kv_head, int head_dim);
 
 // 3. out[h * D + d] = (partials summed over the row's chunks in order) / (chunk sums likewise),
-// for heads [head_begin, head_end) (out points at head 0).
+// for heads [head_begin, head_end) (out points at head 0). Like 1 and 2, for a head_dim that
+// attention_split_supported takes (vectors across a head's dimensions).
 void attention_combine_chunks(float* out, const float* partial, const float* chunk_sums,
                               int n_chunks, int n_head, int head_dim, int head_begin, int head_end);
 
