@@ -107,6 +107,16 @@ void run_matmul(benchmark::State& state, bool from_memory) {
       tiles.emplace_back(bf16amx_tiles_size(plain) * sizeof(uint16_t));
       pack_bf16amx_tiles(reinterpret_cast<uint16_t*>(tiles.back().data()), plain, 1);
     }
+  // BF16 [n_out, n_in] (the output head) on vdpbf16ps without AMX: also the pairs by lane class
+  // the GPT-2 loader packs (pack_bf16dot_head_strips), which batched decode reads.
+  std::vector<HugePageBuffer> head_strips;
+  if (type == DType::kBF16 && layout == WeightLayout::kOutIn && bf16_dot_active() &&
+      !bf16_amx_active() && weight_strips_enabled())
+    for (int c = 0; c < n_copies; ++c) {
+      const WeightMatrix plain{weights[c].data(), type, layout, s.n_in, s.n_out};
+      head_strips.emplace_back(bf16dot_head_strips_size(plain) * sizeof(uint16_t));
+      pack_bf16dot_head_strips(reinterpret_cast<uint16_t*>(head_strips.back().data()), plain, 1);
+    }
   // F16 and F32 [n_in, n_out]: also the column strips the GPT-2 loader packs
   // (pack_weight_strips), which decode reads (KVLM_STRIPS=0: the matrix as stored).
   std::vector<HugePageBuffer> strips;
@@ -125,6 +135,7 @@ void run_matmul(benchmark::State& state, bool from_memory) {
     WeightMatrix w{weights[c].data(), type, layout, s.n_in, s.n_out};
     if (!tiles.empty()) w.amx_tiles = reinterpret_cast<const uint16_t*>(tiles[c].data());
     if (!strips.empty()) w.strips = strips[c].data();
+    if (!head_strips.empty()) w.strips = head_strips[c].data();
     matmul_forward_path(out.data(), x.data(), w, bias.data(), rows, par, path);
     benchmark::DoNotOptimize(out.data());
     c = (c + 1) % n_copies;

@@ -13,7 +13,9 @@ namespace kvlm::cli {
 // libgomp reads its settings once, when it is loaded, before main; so when the user has set
 // neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT, this sets GOMP_SPINCOUNT and runs the program
 // again in place (execv of /proc/self/exe, same arguments). Where that is impossible it
-// returns and the program goes on with the library's defaults.
+// returns and the program goes on with the library's defaults. Where threads are bound
+// (OMP_PROC_BIND, OMP_PLACES), the program runs again on every CPU of the places, not on the
+// one place libgomp had already bound the first thread to.
 void set_openmp_wait_and_reexec(char** argv);
 
 }  // namespace kvlm::cli
