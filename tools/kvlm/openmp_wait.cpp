@@ -15,7 +15,7 @@ namespace {
 // Where thread binding was asked for (OMP_PROC_BIND, OMP_PLACES, GOMP_CPU_AFFINITY), libgomp
 // bound this thread to the first place before main, and execv keeps that mask: the program run
 // again would start on one place's CPUs and put every thread there (measured on 2 cores with
-// OMP_PROC_BIND=close: both threads on CPU 0, half the tokens/s). The places list the CPUs
+// OMP_PROC_BIND=true: both threads on CPU 0, half the tokens/s). The places list the CPUs
 // libgomp started with, so the mask set here is theirs. False where it cannot be set.
 bool give_back_every_place() {
   const int n_places = omp_get_num_places();
