@@ -191,10 +191,11 @@ void AttendHead(float* HWY_RESTRICT oh, const float* HWY_RESTRICT qh, const KvRu
 // AttendHead reads a head's few cache lines of every row and then comes back for the next head's
 // (batched decode, 8 sequences' caches that nothing else reuses, was bound by those strided
 // reads). The arithmetic per (head, position) is AttendHead's, in the same order: the same Dot4
-// per group of four positions, the same ExpAndSum, and each output element's weighted sum one
-// fma chain from zero in position order (kept in `out` between positions: the same chain), then
-// the same multiply by 1 / sum. So every head gets AttendHead's bits. Readers with no per-head
-// state and whose Load is their value's bits (f32, f16, bf16), D a whole number of vectors.
+// (q8_0: DotBlocks4) per group of four positions, the same ExpAndSum, and each output element's
+// weighted sum one fma chain from zero in position order (kept in `out` between positions: the
+// same chain; q8_0 with the block's scale on the weight, as WeightedValues), then the same
+// multiply by 1 / sum. So every head gets AttendHead's bits. Readers with no per-head state
+// (f32, f16, bf16, q8_0; not fp8's per-head scales), D a whole number of vectors.
 // scratch holds (h1 - h0) x (P + D) floats.
 template <class R>
 void AttendHeadsTogether(float* HWY_RESTRICT out, const float* HWY_RESTRICT q, const KvRun* runs,
@@ -307,6 +308,9 @@ void AttentionTogetherImpl(float* out, const float* q, const KvRun* runs, size_t
       case KvDtype::bf16:
         return AttendHeadsTogether(out, q, runs, n_runs, rb, head_begin, head_end, group, D,
                                    scratch, scale, Half16Reader<hwy::bfloat16_t>{});
+      case KvDtype::q8_0:
+        return AttendHeadsTogether(out, q, runs, n_runs, rb, head_begin, head_end, group, D,
+                                   scratch, scale, Q8Reader{static_cast<size_t>(n_kv_head) * D});
       default:
         break;
     }

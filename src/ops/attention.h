@@ -49,11 +49,11 @@ void attention_heads_forward(float* out, const float* q, std::span<const KvRun> 
                              int head_dim, int head_begin, int head_end, bool fetch_ahead = true);
 
 // The same heads in one pass over the positions (each position's keys, then values, for all of
-// them read as one stretch of its row) where the stored type allows (f32, f16, bf16, head_dim a
-// whole number of vectors), else head by head: the bits attention_heads_forward gives. For rows
-// whose cache nothing else reads at the same time (batched decode), where a head at a time reads
-// a few cache lines of every row per pass. scratch must hold (head_end - head_begin) x (P + D)
-// floats.
+// them read as one stretch of its row) where the stored type allows (f32, f16, bf16, q8_0;
+// head_dim a whole number of vectors), else head by head: the bits attention_heads_forward
+// gives. For rows whose cache nothing else reads at the same time (batched decode), where a head
+// at a time reads a few cache lines of every row per pass. scratch must hold (head_end -
+// head_begin) x (P + D) floats.
 void attention_heads_together_forward(float* out, const float* q, std::span<const KvRun> runs,
                                       const KvRowFormat& format, float* scratch, int n_head,
                                       int n_kv_head, int head_dim, int head_begin, int head_end);

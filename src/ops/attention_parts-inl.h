@@ -366,7 +366,17 @@ HWY_INLINE void AddValueRows(float* HWY_RESTRICT acc, const std::byte* const* ro
     float* HWY_RESTRICT a = acc + h * D;
     for (size_t d = 0; d < D; d += kN) {
       VF o = hn::LoadU(df, a + d);
-      for (int j = 0; j < N; ++j) o = hn::MulAdd(w[j], rd.Load(rows[j], column + d), o);
+      if constexpr (R::kBlockScaled) {
+        // q8_0, D a multiple of kN: no vector straddles a block, and each term is WeightedValues'
+        // (the weight times the block's scale, one fp32 rounding) times the raw int8 value.
+        const size_t block = (column + d) / kQ8BlockSize;
+        for (int j = 0; j < N; ++j) {
+          const VF ws = hn::Set(df, weights[h * stride + j] * rd.Scale(rows[j], block));
+          o = hn::MulAdd(ws, rd.LoadRaw(rows[j], column + d), o);
+        }
+      } else {
+        for (int j = 0; j < N; ++j) o = hn::MulAdd(w[j], rd.Load(rows[j], column + d), o);
+      }
       hn::StoreU(o, df, a + d);
     }
   }
@@ -520,8 +530,13 @@ HWY_INLINE void ScoreHeadsTogether(float* HWY_RESTRICT scores, size_t stride,
     for (int j = 0; j < 4; ++j) k[j] = k_rows[first + std::min(j, n - 1)];  // padding, discarded
     for (int h = 0; h < nh; ++h) {
       float dots[4];
-      Dot4(dots, q + static_cast<size_t>(h0 + h) * D, k, static_cast<size_t>((h0 + h) / group) * D,
-           D, rd);
+      const float* qh = q + static_cast<size_t>(h0 + h) * D;
+      const size_t c0 = static_cast<size_t>((h0 + h) / group) * D;
+      if constexpr (R::kBlockScaled) {  // q8_0 (callers take it only for D a multiple of kN)
+        DotBlocks4(dots, qh, k, c0, D, rd);
+      } else {
+        Dot4(dots, qh, k, c0, D, rd);
+      }
       float* s = scores + h * stride + p;
       for (int j = 0; j < n; ++j) s[j] = dots[j] * scale;
     }

@@ -57,9 +57,11 @@ void ValuesPart(float* HWY_RESTRICT partial, float* HWY_RESTRICT sums, float* HW
 
 }  // namespace
 
-// Readers whose values are their Load's bits (no per-head scale), heads of whole vectors.
+// Readers with no per-head state (not fp8's per-head scale), heads of whole vectors (q8_0: so
+// no vector straddles a block, and its scales go on a block's partial sums as AttendHead's do).
 bool SplitSupportedImpl(KvDtype dtype, int head_dim) {
-  const bool type = dtype == KvDtype::f32 || dtype == KvDtype::f16 || dtype == KvDtype::bf16;
+  const bool type = dtype == KvDtype::f32 || dtype == KvDtype::f16 || dtype == KvDtype::bf16 ||
+                    dtype == KvDtype::q8_0;
   return type && head_dim % kN == 0;
 }
 
@@ -71,6 +73,8 @@ bool SplitSupportedImpl(KvDtype dtype, int head_dim) {
       return CALL(Half16Reader<hwy::float16_t>{});  \
     case KvDtype::bf16:                             \
       return CALL(Half16Reader<hwy::bfloat16_t>{}); \
+    case KvDtype::q8_0:                             \
+      return CALL(Q8Reader{kv_dim});                \
     default:                                        \
       return;                                       \
   }
@@ -78,6 +82,7 @@ bool SplitSupportedImpl(KvDtype dtype, int head_dim) {
 void ScoresPartImpl(float* scores, size_t stride, float* max_out, const float* q, const KvRun* runs,
                     size_t n_runs, const KvRowFormat& format, int n_head, int n_kv_head,
                     int head_dim) {
+  const size_t kv_dim = static_cast<size_t>(n_kv_head) * head_dim;
 #define KVLM_SCORES(READER)                                                      \
   ScoresPart(scores, stride, max_out, q, runs, n_runs, format.row_bytes, n_head, \
              n_head / n_kv_head, head_dim, READER)
@@ -88,6 +93,7 @@ void ScoresPartImpl(float* scores, size_t stride, float* max_out, const float* q
 void ValuesPartImpl(float* partial, float* sums, float* scores, size_t stride,
                     const float* max_score, const KvRun* runs, size_t n_runs,
                     const KvRowFormat& format, int n_head, int n_kv_head, int head_dim) {
+  const size_t kv_dim = static_cast<size_t>(n_kv_head) * head_dim;
 #define KVLM_VALUES(READER)                                                                    \
   ValuesPart(partial, sums, scores, stride, max_score, runs, n_runs, format.row_bytes, n_head, \
              n_head / n_kv_head, head_dim, READER)

@@ -13,8 +13,8 @@
 
 namespace kvlm {
 
-// Whether a row stored as `format` can be split (f32, f16, bf16 rows; head_dim a whole number
-// of the running target's vectors). Otherwise attention_heads_forward per head.
+// Whether a row stored as `format` can be split (f32, f16, bf16, q8_0 rows; head_dim a whole
+// number of the running target's vectors). Otherwise attention_heads_forward per head.
 bool attention_split_supported(const KvRowFormat& format, int head_dim);
 
 // 1. scores[h * stride + j] = q.k / sqrt(D) of head h and the part's j-th position (the
