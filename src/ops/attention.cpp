@@ -153,7 +153,8 @@ void AttendHead(float* HWY_RESTRICT oh, const float* HWY_RESTRICT qh, const KvRu
     float dots[4];
     if constexpr (R::kBlockScaled) {
       if (blocks) {
-        DotBlocks4(dots, qh, k_rows, kv_offset, D, rk);
+        DotBlocks4(dots, qh, k_rows, kv_offset, D, rk,
+                   [&](int j, size_t block) { return rk.Scale(k_rows[j], block); });
       } else {
         Dot4(dots, qh, k_rows, kv_offset, D, rk);
       }

@@ -86,6 +86,31 @@ struct Q8Reader {
     std::memcpy(&f, &bits, 4);
     return f;
   }
+  // out[i] = Scale(row, first + i) for i < n: kN at a time with Scale's bit moves where every
+  // lane's half is normal, else lane by lane through Scale. Decoding a row's scales at once
+  // costs a few vector operations where a scalar Scale per use cost more than the row's fmas.
+  HWY_INLINE void Scales(const std::byte* row, size_t first, size_t n,
+                         float* HWY_RESTRICT out) const {
+    const DF df;
+    const hn::Rebind<uint32_t, DF> du;
+    const hn::Rebind<uint16_t, DF> d16;
+    const uint16_t* halves = reinterpret_cast<const uint16_t*>(row + n_values) + first;
+    size_t i = 0;
+    for (; i + kN <= n; i += kN) {
+      const auto h = hn::PromoteTo(du, hn::LoadU(d16, halves + i));
+      const auto exponent = hn::And(h, hn::Set(du, 0x7c00u));
+      if (!hn::AllFalse(du, hn::Or(hn::Eq(exponent, hn::Zero(du)),
+                                   hn::Eq(exponent, hn::Set(du, 0x7c00u))))) {
+        for (size_t k = i; k < i + kN; ++k) out[k] = Scale(row, first + k);
+        continue;
+      }
+      const auto bits =
+          hn::Or(hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u))),
+                 hn::ShiftLeft<13>(hn::Add(hn::And(h, hn::Set(du, 0x7fffu)), hn::Set(du, 0x1c000u))));
+      hn::StoreU(hn::BitCast(df, bits), df, out + i);
+    }
+    for (; i < n; ++i) out[i] = Scale(row, first + i);
+  }
   HWY_INLINE VF Load(const std::byte* row, size_t c) const {
     const DF df;
     const hn::Rebind<int32_t, DF> di;
@@ -250,10 +275,12 @@ HWY_INLINE VF LaneSums8(const VF (&a)[2][4]) {
 // block, in order, is one fma chain over the raw int8 values starting at zero, and the running
 // sum takes it as a = fma(chain, block scale, a); then LaneSums4. Two vector operations per value
 // (widen, fma) where scaling each value costs three.
-template <class R>
+// scale_of(j, block): position j's scale of that block (Q8Reader::Scale of k[j], or the same
+// value decoded ahead).
+template <class R, class ScaleOf>
 HWY_INLINE void DotBlocks4(float* HWY_RESTRICT out, const float* HWY_RESTRICT q,
                            const std::byte* const* HWY_RESTRICT k, size_t c0, size_t D,
-                           const R& rd) {
+                           const R& rd, const ScaleOf& scale_of) {
   const DF df;
   VF a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
   for (size_t d = 0; d < D;) {
@@ -267,10 +294,10 @@ HWY_INLINE void DotBlocks4(float* HWY_RESTRICT out, const float* HWY_RESTRICT q,
       p2 = hn::MulAdd(qv, rd.LoadRaw(k[2], c0 + d), p2);
       p3 = hn::MulAdd(qv, rd.LoadRaw(k[3], c0 + d), p3);
     }
-    a0 = hn::MulAdd(p0, hn::Set(df, rd.Scale(k[0], block)), a0);
-    a1 = hn::MulAdd(p1, hn::Set(df, rd.Scale(k[1], block)), a1);
-    a2 = hn::MulAdd(p2, hn::Set(df, rd.Scale(k[2], block)), a2);
-    a3 = hn::MulAdd(p3, hn::Set(df, rd.Scale(k[3], block)), a3);
+    a0 = hn::MulAdd(p0, hn::Set(df, scale_of(0, block)), a0);
+    a1 = hn::MulAdd(p1, hn::Set(df, scale_of(1, block)), a1);
+    a2 = hn::MulAdd(p2, hn::Set(df, scale_of(2, block)), a2);
+    a3 = hn::MulAdd(p3, hn::Set(df, scale_of(3, block)), a3);
   }
   LaneSums4(out, a0, a1, a2, a3);
 }
@@ -349,6 +376,10 @@ HWY_INLINE float ExpAndSumChunks(float* HWY_RESTRICT s, size_t n, float max_scor
   return sum;
 }
 
+// q8_0 blocks of a row whose scales the decode paths widen once per row into a buffer on the
+// stack (kv_dim up to 8192); wider rows widen each scale where it is used.
+constexpr size_t kMaxDecodedScales = 256;
+
 // acc[h * D + d] += w[h][j] * v_j[c_h + d] for the n rows v_j in order (j < N), heads h < nh of
 // the query heads from h0, w[h][j] = weights[h * stride + j], c_h their key/value head's column:
 // each element's chain one fma per row, as a row at a time would run it, its accumulator loaded
@@ -359,6 +390,18 @@ HWY_INLINE void AddValueRows(float* HWY_RESTRICT acc, const std::byte* const* ro
                              int group, size_t head_dim, const R& rd) {
   const size_t D = kD != 0 ? kD : head_dim;
   const DF df;
+  // q8_0: each row's scales of the heads' blocks, decoded once for all the heads.
+  size_t first_block = 0;
+  bool decoded = false;
+  HWY_ALIGN float scales[R::kBlockScaled ? N : 1][R::kBlockScaled ? kMaxDecodedScales : 1];
+  if constexpr (R::kBlockScaled) {
+    first_block = static_cast<size_t>(h0 / group) * D / kQ8BlockSize;
+    const size_t end = (static_cast<size_t>((h0 + nh - 1) / group + 1) * D + kQ8BlockSize - 1) /
+                       kQ8BlockSize;
+    decoded = end - first_block <= kMaxDecodedScales;
+    if (decoded)
+      for (int j = 0; j < N; ++j) rd.Scales(rows[j], first_block, end - first_block, scales[j]);
+  }
   for (int h = 0; h < nh; ++h) {
     VF w[N];
     for (int j = 0; j < N; ++j) w[j] = hn::Set(df, weights[h * stride + j]);
@@ -371,7 +414,8 @@ HWY_INLINE void AddValueRows(float* HWY_RESTRICT acc, const std::byte* const* ro
         // (the weight times the block's scale, one fp32 rounding) times the raw int8 value.
         const size_t block = (column + d) / kQ8BlockSize;
         for (int j = 0; j < N; ++j) {
-          const VF ws = hn::Set(df, weights[h * stride + j] * rd.Scale(rows[j], block));
+          const float scale = decoded ? scales[j][block - first_block] : rd.Scale(rows[j], block);
+          const VF ws = hn::Set(df, weights[h * stride + j] * scale);
           o = hn::MulAdd(ws, rd.LoadRaw(rows[j], column + d), o);
         }
       } else {
@@ -525,15 +569,27 @@ HWY_INLINE void ScoreHeadsTogether(float* HWY_RESTRICT scores, size_t stride,
   int n_group = 0;
   size_t p = 0;
   // Positions k_rows[first, first + n), n <= 4, at p.
+  // q8_0: the scales of the heads' blocks, decoded once per row for all the heads.
+  const size_t first_block = first_col / kQ8BlockSize;
+  const size_t n_blocks = (first_col + span_bytes / R::kBytes + kQ8BlockSize - 1) / kQ8BlockSize -
+                          first_block;
+  const bool decoded = R::kBlockScaled && n_blocks <= kMaxDecodedScales;
+  HWY_ALIGN float scales[R::kBlockScaled ? 4 : 1][R::kBlockScaled ? kMaxDecodedScales : 1];
   auto score_four = [&](int first, int n) HWY_ATTR {
     const std::byte* k[4];
     for (int j = 0; j < 4; ++j) k[j] = k_rows[first + std::min(j, n - 1)];  // padding, discarded
+    if constexpr (R::kBlockScaled) {
+      if (decoded)
+        for (int j = 0; j < 4; ++j) rd.Scales(k[j], first_block, n_blocks, scales[j]);
+    }
     for (int h = 0; h < nh; ++h) {
       float dots[4];
       const float* qh = q + static_cast<size_t>(h0 + h) * D;
       const size_t c0 = static_cast<size_t>((h0 + h) / group) * D;
       if constexpr (R::kBlockScaled) {  // q8_0 (callers take it only for D a multiple of kN)
-        DotBlocks4(dots, qh, k, c0, D, rd);
+        DotBlocks4(dots, qh, k, c0, D, rd, [&](int j, size_t block) {
+          return decoded ? scales[j][block - first_block] : rd.Scale(k[j], block);
+        });
       } else {
         Dot4(dots, qh, k, c0, D, rd);
       }

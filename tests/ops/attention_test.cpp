@@ -33,7 +33,10 @@ struct Data {
   KvRowFormat format;
 };
 
-Data make_data(const Case& c, int offset, KvDtype dtype, std::mt19937& rng) {
+// row_magnitude(p): the factor position p's K and V values are drawn with (q8_0: scales of
+// every kind of half, zero and subnormal included).
+Data make_data(const Case& c, int offset, KvDtype dtype, std::mt19937& rng,
+               float (*row_magnitude)(int) = nullptr) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   Data d;
   const size_t kv_dim = static_cast<size_t>(c.n_kv_head) * c.head_dim;
@@ -54,7 +57,8 @@ Data make_data(const Case& c, int offset, KvDtype dtype, std::mt19937& rng) {
   std::vector<float> row(kv_dim);
   for (auto [bytes, scales] : {std::pair{&d.k, &d.k_scale}, {&d.v, &d.v_scale}})
     for (int p = 0; p < c.n_positions; ++p) {
-      for (float& f : row) f = normal(rng);
+      const float magnitude = row_magnitude ? row_magnitude(p) : 1.0f;
+      for (float& f : row) f = magnitude * normal(rng);
       kv_encode_row(bytes->data() + row_offset + p * d.format.row_bytes, row.data(), kv_dim, dtype,
                     scales->data(), c.head_dim);
     }
@@ -233,6 +237,37 @@ TEST(AttentionTest, RowSplitIntoPartsOfWholeChunksGivesTheBitsOfTheRowAlone) {
               << target.name << ", " << n_parts << " parts";
         }
       }
+  });
+}
+
+// q8_0 rows whose block scales are zero (a row of zeros) or subnormal halves (values near 2^-16)
+// among ordinary ones: the split and heads-together paths, which widen a row's scales at once
+// (Q8Reader::Scales, lane by lane where a half is not normal), give the bits of the head-by-head
+// path, which widens each scale where it is used.
+TEST(AttentionTest, Q8ZeroAndSubnormalScalesGiveTheBitsOfHeadByHead) {
+  std::mt19937 rng(41);
+  const Case c{12, 12, 64, 70};
+  auto magnitude = [](int p) { return p % 5 == 1 ? 0.0f : p % 5 == 3 ? 0x1p-16f : 1.0f; };
+  for_each_target([&](const SimdTarget& target) {
+    const Data d = make_data(c, 1, KvDtype::q8_0, rng, magnitude);
+    if (!attention_split_supported(d.format, c.head_dim)) return;
+    const float* q = d.q.data() + 1;
+    const int H = c.n_head, D = c.head_dim, P = c.n_positions;
+    const size_t n_out = static_cast<size_t>(H) * D;
+    std::vector<float> scratch((P + D) * H), alone(n_out), together(n_out);
+    attention_forward(alone.data(), q, split(c, d, {}), d.format, scratch.data(), H, H, D);
+    attention_heads_together_forward(together.data(), q, split(c, d, {}), d.format,
+                                     scratch.data(), H, H, D, 0, H);
+    EXPECT_EQ(std::memcmp(together.data(), alone.data(), n_out * sizeof(float)), 0)
+        << target.name;
+    const int n_chunks = (P + static_cast<int>(kAttentionChunk) - 1) / kAttentionChunk;
+    std::vector<float> scores(static_cast<size_t>(H) * P), row_max(H);
+    std::vector<float> partial(n_chunks * n_out), sums(n_chunks * H), got(n_out);
+    attention_scores_part(scores.data(), P, row_max.data(), q, split(c, d, {}), d.format, H, H, D);
+    attention_values_part(partial.data(), sums.data(), scores.data(), P, row_max.data(),
+                          split(c, d, {}), d.format, H, H, D);
+    attention_combine_chunks(got.data(), partial.data(), sums.data(), n_chunks, H, D, 0, H);
+    EXPECT_EQ(std::memcmp(got.data(), alone.data(), n_out * sizeof(float)), 0) << target.name;
   });
 }
 
