@@ -104,9 +104,9 @@ struct Q8Reader {
         for (size_t k = i; k < i + kN; ++k) out[k] = Scale(row, first + k);
         continue;
       }
+      const auto magnitude = hn::Add(hn::And(h, hn::Set(du, 0x7fffu)), hn::Set(du, 0x1c000u));
       const auto bits =
-          hn::Or(hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u))),
-                 hn::ShiftLeft<13>(hn::Add(hn::And(h, hn::Set(du, 0x7fffu)), hn::Set(du, 0x1c000u))));
+          hn::Or(hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u))), hn::ShiftLeft<13>(magnitude));
       hn::StoreU(hn::BitCast(df, bits), df, out + i);
     }
     for (; i < n; ++i) out[i] = Scale(row, first + i);
