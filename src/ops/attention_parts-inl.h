@@ -380,6 +380,30 @@ HWY_INLINE float ExpAndSumChunks(float* HWY_RESTRICT s, size_t n, float max_scor
 // stack (kv_dim up to 8192); wider rows widen each scale where it is used.
 constexpr size_t kMaxDecodedScales = 256;
 
+// The q8_0 block scales of N rows over blocks [first, first + n), widened once
+// (Q8Reader::Scales) where they fit the buffer, else each where it is used (Q8Reader::Scale):
+// the same values either way. Empty for other readers.
+template <int N, class R>
+struct RowScales {
+  static constexpr bool kUsed = R::kBlockScaled;
+  size_t first = 0;
+  bool decoded = false;
+  HWY_ALIGN float s[kUsed ? N : 1][kUsed ? kMaxDecodedScales : 1];
+  HWY_INLINE void Decode(const R& rd, const std::byte* const* rows, size_t first_block,
+                         size_t n_blocks) {
+    if constexpr (kUsed) {
+      first = first_block;
+      decoded = n_blocks <= kMaxDecodedScales;
+      if (decoded)
+        for (int j = 0; j < N; ++j) rd.Scales(rows[j], first_block, n_blocks, s[j]);
+    }
+  }
+  HWY_INLINE float At(const R& rd, int j, const std::byte* row, size_t block) const {
+    if constexpr (kUsed) return decoded ? s[j][block - first] : rd.Scale(row, block);
+    return 1.0f;
+  }
+};
+
 // acc[h * D + d] += w[h][j] * v_j[c_h + d] for the n rows v_j in order (j < N), heads h < nh of
 // the query heads from h0, w[h][j] = weights[h * stride + j], c_h their key/value head's column:
 // each element's chain one fma per row, as a row at a time would run it, its accumulator loaded
@@ -391,16 +415,12 @@ HWY_INLINE void AddValueRows(float* HWY_RESTRICT acc, const std::byte* const* ro
   const size_t D = kD != 0 ? kD : head_dim;
   const DF df;
   // q8_0: each row's scales of the heads' blocks, decoded once for all the heads.
-  size_t first_block = 0;
-  bool decoded = false;
-  HWY_ALIGN float scales[R::kBlockScaled ? N : 1][R::kBlockScaled ? kMaxDecodedScales : 1];
+  RowScales<N, R> scales;
   if constexpr (R::kBlockScaled) {
-    first_block = static_cast<size_t>(h0 / group) * D / kQ8BlockSize;
+    const size_t first = static_cast<size_t>(h0 / group) * D / kQ8BlockSize;
     const size_t end = (static_cast<size_t>((h0 + nh - 1) / group + 1) * D + kQ8BlockSize - 1) /
                        kQ8BlockSize;
-    decoded = end - first_block <= kMaxDecodedScales;
-    if (decoded)
-      for (int j = 0; j < N; ++j) rd.Scales(rows[j], first_block, end - first_block, scales[j]);
+    scales.Decode(rd, rows, first, end - first);
   }
   for (int h = 0; h < nh; ++h) {
     VF w[N];
@@ -414,8 +434,7 @@ HWY_INLINE void AddValueRows(float* HWY_RESTRICT acc, const std::byte* const* ro
         // (the weight times the block's scale, one fp32 rounding) times the raw int8 value.
         const size_t block = (column + d) / kQ8BlockSize;
         for (int j = 0; j < N; ++j) {
-          const float scale = decoded ? scales[j][block - first_block] : rd.Scale(rows[j], block);
-          const VF ws = hn::Set(df, weights[h * stride + j] * scale);
+          const VF ws = hn::Set(df, weights[h * stride + j] * scales.At(rd, j, rows[j], block));
           o = hn::MulAdd(ws, rd.LoadRaw(rows[j], column + d), o);
         }
       } else {
@@ -568,28 +587,23 @@ HWY_INLINE void ScoreHeadsTogether(float* HWY_RESTRICT scores, size_t stride,
   static_assert(kScoreGroup <= 16, "k_rows holds a group");
   int n_group = 0;
   size_t p = 0;
-  // Positions k_rows[first, first + n), n <= 4, at p.
   // q8_0: the scales of the heads' blocks, decoded once per row for all the heads.
   const size_t first_block = first_col / kQ8BlockSize;
   const size_t n_blocks = (first_col + span_bytes / R::kBytes + kQ8BlockSize - 1) / kQ8BlockSize -
                           first_block;
-  const bool decoded = R::kBlockScaled && n_blocks <= kMaxDecodedScales;
-  HWY_ALIGN float scales[R::kBlockScaled ? 4 : 1][R::kBlockScaled ? kMaxDecodedScales : 1];
+  RowScales<4, R> scales;
+  // Positions k_rows[first, first + n), n <= 4, at p.
   auto score_four = [&](int first, int n) HWY_ATTR {
     const std::byte* k[4];
     for (int j = 0; j < 4; ++j) k[j] = k_rows[first + std::min(j, n - 1)];  // padding, discarded
-    if constexpr (R::kBlockScaled) {
-      if (decoded)
-        for (int j = 0; j < 4; ++j) rd.Scales(k[j], first_block, n_blocks, scales[j]);
-    }
+    if constexpr (R::kBlockScaled) scales.Decode(rd, k, first_block, n_blocks);
     for (int h = 0; h < nh; ++h) {
       float dots[4];
       const float* qh = q + static_cast<size_t>(h0 + h) * D;
       const size_t c0 = static_cast<size_t>((h0 + h) / group) * D;
       if constexpr (R::kBlockScaled) {  // q8_0 (callers take it only for D a multiple of kN)
-        DotBlocks4(dots, qh, k, c0, D, rd, [&](int j, size_t block) {
-          return decoded ? scales[j][block - first_block] : rd.Scale(k[j], block);
-        });
+        DotBlocks4(dots, qh, k, c0, D, rd,
+                   [&](int j, size_t block) { return scales.At(rd, j, k[j], block); });
       } else {
         Dot4(dots, qh, k, c0, D, rd);
       }
