@@ -1,7 +1,5 @@
 #include "model/attend_rows.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -13,6 +11,7 @@
 #include "ops/attention.h"
 #include "ops/attention_rows.h"
 #include "ops/attention_split.h"
+#include "ops/thread_team.h"
 
 namespace kvlm {
 
@@ -140,12 +139,11 @@ void attend_decode_rows(float* out, size_t out_stride, const float* q, size_t q_
   int max_positions = 0;
   for (const AttentionRow& row : rows) max_positions = std::max(max_positions, row.pos + 1);
   const int max_heads = ((shape.n_kv_head + n_slices - 1) / n_slices) * group;
-#pragma omp parallel num_threads(std::max(1, std::min(par.n_threads, n_tasks)))
-  {
+  TaskCounter tasks;
+  run_team(std::min(par.n_threads, n_tasks), [&](int, int) {
     std::vector<KvRun> runs;
     std::vector<float> scores(static_cast<size_t>(max_heads) * (max_positions + shape.head_dim));
-#pragma omp for schedule(dynamic)
-    for (int task = 0; task < n_tasks; ++task) {
+    for (int task = tasks.claim(); task < n_tasks; task = tasks.claim()) {
       const int r = task / n_slices, slice = task % n_slices;
       const int head_begin = shape.n_kv_head * slice / n_slices * group;
       const int head_end = shape.n_kv_head * (slice + 1) / n_slices * group;
@@ -158,7 +156,7 @@ void attend_decode_rows(float* out, size_t out_stride, const float* q, size_t q_
                                        scores.data(), shape.n_head, shape.n_kv_head, shape.head_dim,
                                        head_begin, head_end);
     }
-  }
+  });
 }
 
 // Where each split row's positions and its buffers' parts are.
@@ -224,18 +222,19 @@ void attend_decode_split(float* out, size_t out_stride, const float* q, size_t q
   float* partial_data = partial.data();
   float* sums_data = sums.data();
   float* max_data = part_max.data();
-#pragma omp parallel num_threads(std::max(1, std::min(par.n_threads, n_tasks)))
-  {
+  const int n_members = std::max(1, std::min(par.n_threads, n_tasks));
+  TeamBarrier barrier(n_members);
+  run_team(n_members, [&](int t, int nt) {
     std::vector<KvRun> runs;
     std::vector<float> row_max(H);
+    const auto [task_begin, task_end] = static_share(n_tasks, t, nt);
     auto part_runs = [&](int r, int c0, int c1) {
       const SplitRow& row = plans[r];
       runs.clear();
       cache.range_runs(rows[r].seq, layer, row.first + c0 * C,
                        row.first + std::min(c1 * C, row.n_positions), &runs);
     };
-#pragma omp for schedule(static)
-    for (int task = 0; task < n_tasks; ++task) {
+    for (int task = task_begin; task < task_end; ++task) {
       const int r = task / n_parts, k = task % n_parts;
       const auto [c0, c1] = part_chunks(r, k);
       float* max_out = max_data + static_cast<size_t>(task) * H;
@@ -246,8 +245,8 @@ void attend_decode_split(float* out, size_t out_stride, const float* q, size_t q
                             plans[r].n_positions, max_out, q + r * q_stride, runs, format, H,
                             shape.n_kv_head, D);
     }
-#pragma omp for schedule(static)
-    for (int task = 0; task < n_tasks; ++task) {
+    barrier.arrive_and_wait();  // every part's maxima stored
+    for (int task = task_begin; task < task_end; ++task) {
       const int r = task / n_parts, k = task % n_parts;
       const auto [c0, c1] = part_chunks(r, k);
       if (c0 == c1) continue;
@@ -264,14 +263,15 @@ void attend_decode_split(float* out, size_t out_stride, const float* q, size_t q
                             plans[r].n_positions, row_max.data(), runs, format, H, shape.n_kv_head,
                             D);
     }
-#pragma omp for schedule(static)
-    for (int task = 0; task < n_tasks; ++task) {  // each part combines a share of the heads
+    barrier.arrive_and_wait();  // every part's partial sums stored
+    for (int task = task_begin; task < task_end;
+         ++task) {  // each part combines a share of the heads
       const int r = task / n_parts, k = task % n_parts;
       attention_combine_chunks(out + r * out_stride, partial_data + plans[r].partial,
                                sums_data + plans[r].sums, plans[r].n_chunks, H, D, H * k / n_parts,
                                H * (k + 1) / n_parts);
     }
-  }
+  });
 }
 
 // How many rows from rows[r] on (before r_end, at most kAttentionRowTile) attend prefixes of
@@ -346,13 +346,12 @@ void attend_rows(float* out, size_t out_stride, const float* q, size_t q_stride,
   // A prefill chunk's rows of one sequence go up to four at a time (attention_rows.h): they
   // share each key and value read and run their chains side by side; the bits of each alone.
   const bool together = !windowed && attention_rows_supported(format, shape.head_dim);
-#pragma omp parallel num_threads(std::max(1, std::min(par.n_threads, n_tasks)))
-  {
+  TaskCounter tasks;
+  run_team(std::min(par.n_threads, n_tasks), [&](int t, int) {
     std::vector<KvRun> runs;
     WindowScratch window_scratch;
-    float* my_scratch = scratch + static_cast<size_t>(omp_get_thread_num()) * scratch_stride;
-#pragma omp for schedule(dynamic)
-    for (int task = 0; task < n_tasks; ++task) {
+    float* my_scratch = scratch + static_cast<size_t>(t) * scratch_stride;
+    for (int task = tasks.claim(); task < n_tasks; task = tasks.claim()) {
       const int g = task / n_blocks, block = task % n_blocks;
       const int head_begin = shape.n_head * g / n_groups;
       const int head_end = shape.n_head * (g + 1) / n_groups;
@@ -379,11 +378,11 @@ void attend_rows(float* out, size_t out_stride, const float* q, size_t q_stride,
         if (shape.sliding_window > 0 && n_positions > shape.sliding_window)
           drop_leading_positions(runs, n_positions - shape.sliding_window, format.row_bytes);
         attention_heads_forward(out + r * out_stride, q + r * q_stride, runs, format, my_scratch,
-                                shape.n_head, shape.n_kv_head, shape.head_dim, head_begin,
-                                head_end, alone(rows[r].seq));
+                                shape.n_head, shape.n_kv_head, shape.head_dim, head_begin, head_end,
+                                alone(rows[r].seq));
       }
     }
-  }
+  });
 }
 
 }  // namespace kvlm

@@ -7,6 +7,7 @@
 
 #include "ops/half_rows.h"
 #include "ops/quant.h"
+#include "ops/thread_team.h"
 
 namespace kvlm {
 
@@ -40,12 +41,11 @@ Result<std::vector<uint8_t>> weight_matrix_bytes(const WeightMatrix& m, DType to
   const size_t in_bytes = dtype_bytes(m.dtype, n_in), out_bytes = dtype_bytes(to, n_in);
   std::vector<uint8_t> out(out_bytes * n_out);
   const int threads = static_cast<int>(std::clamp<size_t>(n_out, 1, std::max(1, n_threads)));
-#pragma omp parallel num_threads(threads)
-  {
+  run_team(threads, [&](int t, int nt) {
     std::vector<float> row(n_in);
     std::vector<uint8_t> converted;
-#pragma omp for schedule(static)
-    for (size_t o = 0; o < n_out; ++o) {
+    const auto [begin, end] = static_share(n_out, t, nt);
+    for (size_t o = begin; o < end; ++o) {
       if (m.layout == WeightLayout::kOutIn) {
         dequantize_row(row.data(), static_cast<const uint8_t*>(m.data) + o * in_bytes, m.dtype,
                        n_in);
@@ -56,7 +56,7 @@ Result<std::vector<uint8_t>> weight_matrix_bytes(const WeightMatrix& m, DType to
       store_row(&converted, row.data(), n_in, to);
       std::memcpy(out.data() + o * out_bytes, converted.data(), out_bytes);
     }
-  }
+  });
   return out;
 }
 

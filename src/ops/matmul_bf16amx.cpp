@@ -7,6 +7,7 @@
 
 #include "ops/dtype.h"
 #include "ops/matmul_bf16dot.h"
+#include "ops/thread_team.h"
 
 #if defined(__linux__) && defined(__x86_64__)
 #include <cpuid.h>
@@ -67,15 +68,14 @@ void pack_bf16amx_tiles(uint16_t* tiles, const WeightMatrix& w, int n_threads) {
   const size_t I = w.n_in, O = w.n_out;
   const int64_t strips = static_cast<int64_t>((O + 15) / 16);
   const size_t chunks = (I + 31) / 32;
-#pragma omp parallel for num_threads(std::max(n_threads, 1)) schedule(static)
-  for (int64_t s = 0; s < strips; ++s) {
+  parallel_for(n_threads, int64_t{strips}, [&](int64_t s) {
     uint16_t* dst = tiles + static_cast<size_t>(s) * chunks * 512;
     for (size_t k = 0; k < chunks * 32; ++k)  // weight row k: element (k / 2) * 32 + 2n + k % 2
       for (size_t n = 0; n < 16; ++n) {
         const size_t col = static_cast<size_t>(s) * 16 + n;
         dst[(k / 2) * 32 + 2 * n + k % 2] = k < I && col < O ? wb[k * O + col] : 0;
       }
-  }
+  });
 }
 
 void matmul_bf16amx_reference(float* out, const float* x, const WeightMatrix& w, const float* bias,

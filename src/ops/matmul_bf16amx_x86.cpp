@@ -17,13 +17,13 @@
 //     chunks are A tiles already), B = up to 16 rows of x as pairs; C is stored transposed.
 // Tiles are configured per thread at the start of each kernel (the configuration is thread
 // state) and released at its end.
-#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "ops/matmul_bf16amx.h"
+#include "ops/thread_team.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -458,19 +458,19 @@ KVLM_AMX_NOINLINE void PackRowsAsPairs(uint32_t* xb, size_t RB, const float* x, 
 
 // The A tile of weight rows [o0, o0 + n_o) x chunk c into tile register `tile`: in place when
 // whole, else zero-padded through `edge` (the matrix's last rows or a short last chunk).
-#define KVLM_AMX_LOAD_W(tile, wt, n_in, n_o, c, full_chunks, edge)                            \
-  do {                                                                                        \
-    if ((n_o) == kLanes && (c) < (full_chunks)) {                                             \
-      _tile_loadd(tile, (wt) + (c) * kChunk, (n_in) * sizeof(uint16_t));                      \
-    } else {                                                                                  \
-      const size_t n_ = std::min(kChunk, (n_in) - (c) * kChunk);                              \
-      for (size_t j_ = 0; j_ < kLanes; ++j_)                                                  \
-        _mm512_store_si512(                                                                   \
-            (edge) + j_ * kChunk,                                                             \
-            j_ < (n_o) ? _mm512_maskz_loadu_epi16(Mask32(n_), (wt) + j_ * (n_in) + (c) * kChunk) \
-                       : _mm512_setzero_si512());                                             \
-      _tile_loadd(tile, edge, 64);                                                            \
-    }                                                                                         \
+#define KVLM_AMX_LOAD_W(tile, wt, n_in, n_o, c, full_chunks, edge)                             \
+  do {                                                                                         \
+    if ((n_o) == kLanes && (c) < (full_chunks)) {                                              \
+      _tile_loadd(tile, (wt) + (c)*kChunk, (n_in) * sizeof(uint16_t));                         \
+    } else {                                                                                   \
+      const size_t n_ = std::min(kChunk, (n_in) - (c)*kChunk);                                 \
+      for (size_t j_ = 0; j_ < kLanes; ++j_)                                                   \
+        _mm512_store_si512(                                                                    \
+            (edge) + j_ * kChunk,                                                              \
+            j_ < (n_o) ? _mm512_maskz_loadu_epi16(Mask32(n_), (wt) + j_ * (n_in) + (c)*kChunk) \
+                       : _mm512_setzero_si512());                                              \
+      _tile_loadd(tile, edge, 64);                                                             \
+    }                                                                                          \
   } while (0)
 
 // Two output tiles (32 weight rows) run together, C 0-1 over one B tile (4) and A tiles 5-6, so
@@ -534,8 +534,7 @@ KVLM_AMX_NOINLINE void OutInThread(float* out, const float* x, const uint16_t* w
           const size_t r1 = std::min(r0 + kOutInGroup * kLanes, rows_end);
           if (ca < n_chunks)
             for (size_t r = r0; r < r1; ++r)
-              _mm_prefetch(reinterpret_cast<const char*>(w + r * n_in + ca * kChunk),
-                           _MM_HINT_T0);
+              _mm_prefetch(reinterpret_cast<const char*>(w + r * n_in + ca * kChunk), _MM_HINT_T0);
         }
         _tile_loadd(4, xb + c * kLanes * RB, 4 * RB);
         KVLM_AMX_LOAD_W(5, wt, n_in, n_o[0], c, full_chunks, edge);
@@ -573,24 +572,22 @@ void matmul_bf16amx_forward(float* out, const float* x, const WeightMatrix& w, c
   }
   const uint16_t* wb = static_cast<const uint16_t*>(w.data);
   if (w.layout == WeightLayout::kOutIn) {
-#pragma omp parallel num_threads(n_threads)
-    OutInThread(out, x, wb, bias, T, I, O, omp_get_thread_num(), omp_get_num_threads());
+    run_team(n_threads, [&](int t, int nt) { OutInThread(out, x, wb, bias, T, I, O, t, nt); });
     return;
   }
   if (T <= kStreamMaxRows && w.amx_tiles) {
-#pragma omp parallel num_threads(n_threads)
-    InOutTilesStreamThread(out, x, w.amx_tiles, bias, T, I, O, omp_get_thread_num(),
-                           omp_get_num_threads());
+    run_team(n_threads, [&](int t, int nt) {
+      InOutTilesStreamThread(out, x, w.amx_tiles, bias, T, I, O, t, nt);
+    });
     return;
   }
   if (T <= kStreamMaxRows) {
-#pragma omp parallel num_threads(n_threads)
-    InOutStreamThread(out, x, wb, bias, T, I, O, omp_get_thread_num(), omp_get_num_threads());
+    run_team(n_threads,
+             [&](int t, int nt) { InOutStreamThread(out, x, wb, bias, T, I, O, t, nt); });
     return;
   }
-#pragma omp parallel num_threads(n_threads)
-  InOutTiledThread(out, x, wb, w.amx_tiles, bias, T, I, O, omp_get_thread_num(),
-                   omp_get_num_threads());
+  run_team(n_threads,
+           [&](int t, int nt) { InOutTiledThread(out, x, wb, w.amx_tiles, bias, T, I, O, t, nt); });
 }
 
 }  // namespace kvlm

@@ -9,6 +9,7 @@
 
 #include "ops/dispatch.h"
 #include "ops/dtype.h"
+#include "ops/thread_team.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -88,8 +89,7 @@ void pack_bf16dot_head_strips(uint16_t* strips, const WeightMatrix& w, int n_thr
   const uint16_t* src = static_cast<const uint16_t*>(w.data);
   const size_t I = w.n_in, O = w.n_out, C = (I + 31) / 32;
   const int64_t n_strips = static_cast<int64_t>((O + 15) / 16);
-#pragma omp parallel for num_threads(std::max(n_threads, 1)) schedule(static)
-  for (int64_t s = 0; s < n_strips; ++s) {
+  parallel_for(n_threads, int64_t{n_strips}, [&](int64_t s) {
     uint16_t* dst = strips + static_cast<size_t>(s) * 16 * C * 32;
     for (size_t l = 0; l < 16; ++l)
       for (size_t c = 0; c < C; ++c, dst += 32)
@@ -98,7 +98,7 @@ void pack_bf16dot_head_strips(uint16_t* strips, const WeightMatrix& w, int n_thr
             const size_t o = static_cast<size_t>(s) * 16 + n, i = 32 * c + 2 * l + e;
             dst[2 * n + e] = o < O && i < I ? src[o * I + i] : uint16_t{0};
           }
-  }
+  });
 }
 
 void matmul_bf16dot_reference(float* out, const float* x, const WeightMatrix& w, const float* bias,

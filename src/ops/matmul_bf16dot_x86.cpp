@@ -18,16 +18,16 @@
 // stored to `out` between cache blocks and loaded back is the same chain), so the variant, the
 // row count and the thread count never change a bit.
 //
-// OpenMP regions only call HWY_NOINLINE-style functions carrying the target attribute (an
-// outlined region body would not get it).
-#include <omp.h>
+// run_team's jobs (lambdas) only call HWY_NOINLINE-style functions carrying the target
+// attribute (a lambda's body would not get it).
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
-#include "ops/prefetch.h"
 #include "ops/matmul_bf16dot.h"
+#include "ops/prefetch.h"
+#include "ops/thread_team.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -35,8 +35,6 @@
 #define KVLM_BF16DOT_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 #define KVLM_BF16DOT_NOINLINE __attribute__((noinline)) KVLM_BF16DOT_TARGET
 #define KVLM_BF16DOT_INLINE inline __attribute__((always_inline)) KVLM_BF16DOT_TARGET
-
-
 
 namespace kvlm {
 namespace {
@@ -425,8 +423,8 @@ KVLM_BF16DOT_NOINLINE void InOutStreamRegThread(float* out, const float* x, cons
 // over the pairs in increasing order from zero, so the bits are InOutStreamRegThread's.
 template <int R>
 KVLM_BF16DOT_NOINLINE void InOutTilesThread(float* out, const float* x, const uint16_t* tiles,
-                                            const float* bias, size_t n_in, size_t n_out,
-                                            size_t t, size_t nt) {
+                                            const float* bias, size_t n_in, size_t n_out, size_t t,
+                                            size_t nt) {
   // At most 8 strips (streams) at once: one or two rows would take 24 or 12, and batch-1 decode
   // over 24 interleaved streams ran at half the rate of 4 to 8 (Zen 5, kernels_bench's layer
   // shapes, 2 threads: 87-167 us against 49-61 us).
@@ -483,8 +481,8 @@ KVLM_BF16DOT_NOINLINE void InOutTilesThread(float* out, const float* x, const ui
 // and each strip one contiguous stream. Padded pairs are zeros, as the stated order reads them.
 template <int R>
 KVLM_BF16DOT_NOINLINE void OutInStripsThread(float* out, const float* x, const uint16_t* strips,
-                                             const float* bias, size_t n_in, size_t n_out,
-                                             size_t t, size_t nt) {
+                                             const float* bias, size_t n_in, size_t n_out, size_t t,
+                                             size_t nt) {
   constexpr int V = std::max(1, 24 / R);
   constexpr size_t kAheadVecs = 32;  // each stream's lines fetched this many vectors ahead
   const size_t C = (n_in + 31) / 32, n_pairs = 16 * C, strip_values = 16 * C * 32;
@@ -739,9 +737,8 @@ template <int RO, int RR>
 void OutInAll(float* out, const float* x, const uint16_t* w, const float* bias, size_t n_rows,
               size_t n_in, size_t n_out, int n_threads) {
   const size_t n_tiles = (n_out + RO - 1) / RO;
-#pragma omp parallel for num_threads(n_threads) schedule(static)
-  for (size_t t = 0; t < n_tiles; ++t)
-    OutInOutputTile<RO, RR>(out, x, w, bias, n_rows, n_in, n_out, t);
+  parallel_for(n_threads, size_t{n_tiles},
+               [&](size_t t) { OutInOutputTile<RO, RR>(out, x, w, bias, n_rows, n_in, n_out, t); });
 }
 
 using StreamFn = void (*)(float*, const float*, const uint16_t*, const float*, size_t, size_t,
@@ -752,9 +749,14 @@ constexpr StreamFn kStreamFns[kStreamMaxRows] = {
 constexpr StreamFn kTilesFns[kStreamMaxRows] = {
     InOutTilesThread<1>, InOutTilesThread<2>, InOutTilesThread<3>, InOutTilesThread<4>,
     InOutTilesThread<5>, InOutTilesThread<6>, InOutTilesThread<7>, InOutTilesThread<8>};
-constexpr StreamFn kHeadStripsFns[kStreamMaxRows] = {
-    nullptr,                  nullptr,                  OutInStripsThread<3>, OutInStripsThread<4>,
-    OutInStripsThread<5>,     OutInStripsThread<6>,     OutInStripsThread<7>, OutInStripsThread<8>};
+constexpr StreamFn kHeadStripsFns[kStreamMaxRows] = {nullptr,
+                                                     nullptr,
+                                                     OutInStripsThread<3>,
+                                                     OutInStripsThread<4>,
+                                                     OutInStripsThread<5>,
+                                                     OutInStripsThread<6>,
+                                                     OutInStripsThread<7>,
+                                                     OutInStripsThread<8>};
 constexpr StreamFn kStreamRegFns[kStreamMaxRows] = {
     InOutStreamThread<1>,    InOutStreamThread<2>,    InOutStreamRegThread<3>,
     InOutStreamRegThread<4>, InOutStreamRegThread<5>, InOutStreamRegThread<6>,
@@ -771,21 +773,19 @@ void matmul_bf16dot_forward(float* out, const float* x, const WeightMatrix& w, c
   if (w.layout == WeightLayout::kOutIn) {
     // The head's pair strips packed at load: batched decode of 3..8 rows.
     if (w.strips && I > 0 && T <= static_cast<size_t>(kStreamMaxRows) && kHeadStripsFns[T - 1]) {
-#pragma omp parallel num_threads(n_threads)
-      kHeadStripsFns[T - 1](out, x, static_cast<const uint16_t*>(w.strips), bias, I, O,
-                            omp_get_thread_num(), omp_get_num_threads());
+      run_team(n_threads, [&](int t, int nt) {
+        kHeadStripsFns[T - 1](out, x, static_cast<const uint16_t*>(w.strips), bias, I, O, t, nt);
+      });
       return;
     }
     if (T == 1 && I <= kOutInMaxIn) {
-#pragma omp parallel num_threads(n_threads)
-      OutInRowThread<8>(out, x, wb, bias, I, O, omp_get_thread_num(), omp_get_num_threads());
+      run_team(n_threads, [&](int t, int nt) { OutInRowThread<8>(out, x, wb, bias, I, O, t, nt); });
     } else if (T == 1) {
       OutInAll<8, 1>(out, x, wb, bias, T, I, O, n_threads);
     } else {
       if (I <= kOutInBlockElems / 4) {
-#pragma omp parallel num_threads(n_threads)
-        OutInBlockThread<6, 4>(out, x, wb, bias, T, I, O, omp_get_thread_num(),
-                               omp_get_num_threads());
+        run_team(n_threads,
+                 [&](int t, int nt) { OutInBlockThread<6, 4>(out, x, wb, bias, T, I, O, t, nt); });
       } else {
         OutInAll<4, 4>(out, x, wb, bias, T, I, O, n_threads);
       }
@@ -795,8 +795,7 @@ void matmul_bf16dot_forward(float* out, const float* x, const WeightMatrix& w, c
   if (path == MatmulPath::kAuto)
     path = T <= static_cast<size_t>(kStreamMaxRows) ? MatmulPath::kRowStream : MatmulPath::kTiled;
   if (path == MatmulPath::kTiled) {
-#pragma omp parallel num_threads(n_threads)
-    InOutTiledThread(out, x, wb, bias, T, I, O, omp_get_thread_num(), omp_get_num_threads());
+    run_team(n_threads, [&](int t, int nt) { InOutTiledThread(out, x, wb, bias, T, I, O, t, nt); });
     return;
   }
   for (size_t r = 0; r < T; r += kStreamMaxRows) {
@@ -811,8 +810,7 @@ void matmul_bf16dot_forward(float* out, const float* x, const WeightMatrix& w, c
     }
     float* o = out + r * O;
     const float* xr = x + r * I;
-#pragma omp parallel num_threads(n_threads)
-    fn(o, xr, wr, bias, I, O, omp_get_thread_num(), omp_get_num_threads());
+    run_team(n_threads, [&](int t, int nt) { fn(o, xr, wr, bias, I, O, t, nt); });
   }
 }
 

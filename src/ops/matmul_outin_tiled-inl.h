@@ -27,14 +27,13 @@
 #define KVLM_OPS_MATMUL_OUTIN_TILED_INL_H_
 #endif
 
-#include <omp.h>
-
 #include <algorithm>
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "ops/matmul_register_tile-inl.h"
 #include "ops/simd_weights-inl.h"
+#include "ops/thread_team.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kvlm {
@@ -221,9 +220,8 @@ HWY_NOINLINE void OutInTiledThread(float* out, const float* x, const WT* w, cons
 template <typename WT>
 void OutInTiled(float* out, const float* x, const WT* w, const float* bias, size_t n_rows,
                 size_t n_in, size_t n_out, int n_threads) {
-#pragma omp parallel num_threads(n_threads)
-  OutInTiledThread(out, x, w, bias, n_rows, n_in, n_out, omp_get_thread_num(),
-                   omp_get_num_threads());
+  run_team(n_threads,
+           [&](int t, int nt) { OutInTiledThread(out, x, w, bias, n_rows, n_in, n_out, t, nt); });
 }
 
 }  // namespace

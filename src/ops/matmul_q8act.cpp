@@ -3,8 +3,6 @@
 // SIMD kernels are in matmul_q8act_x86.cpp).
 #include "ops/matmul_q8act.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -14,6 +12,7 @@
 #include "ops/dispatch.h"
 #include "ops/matmul_q8act_kernels.h"
 #include "ops/quant.h"
+#include "ops/thread_team.h"
 
 namespace kvlm {
 
@@ -102,11 +101,11 @@ Q8Rows quantize_activations(ActivationScratch& s, const float* x, size_t n_rows,
   int32_t* off4 = s.off4.data();
   int32_t* sum32 = s.sum32.data();
   const int threads = n_rows * n_in >= (1u << 16) ? n_threads : 1;
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (size_t r = 0; r < n_rows; ++r)
+  parallel_for(threads, size_t{n_rows}, [&](size_t r) {
     quantize_activation_row(q + r * n_in, d + r * (n_in / block), off4 + r * (n_in / 4),
                             sums ? sum32 + r * (n_in / 32) : nullptr, x + r * n_in, n_in, block,
                             offset, sums);
+  });
   return Q8Rows{q, d, off4, sums ? sum32 : nullptr, n_in, block};
 }
 
@@ -292,14 +291,12 @@ void matmul_q8act_forward(float* out, const float* x, const WeightMatrix& w, con
   constexpr size_t kSlice = 16;
   const size_t n_slices = (n_out + kSlice - 1) / kSlice;
   const int threads = static_cast<int>(std::min<size_t>(n_threads, n_slices));
-#pragma omp parallel num_threads(threads)
-  {
-    const size_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+  run_team(threads, [&](int t, int nt) {
     const size_t s0 = n_slices * t / nt, s1 = n_slices * (t + 1) / nt;
     if (s0 < s1)
       kernel(out, rows, data, row_bytes, bias, n_rows, n_out, s0 * kSlice,
              std::min(n_out, s1 * kSlice));
-  }
+  });
 }
 
 }  // namespace kvlm

@@ -4,7 +4,7 @@
 //
 // Highway 1.0 (Debian 12) has no target with VNNI, so these functions carry their instruction
 // set in a target attribute and run only where q8act::cpu_has_* says so. They are called from
-// an OpenMP region in matmul_q8act.cpp; nothing here opens one.
+// a run_team job in matmul_q8act.cpp; nothing here starts one.
 //
 // Q4_0, AVX-512: a zmm holds two blocks (b even, b + 1) of one weight row as unsigned nibbles
 // in value order, [qs_b low | qs_b high | qs_b+1 low | qs_b+1 high] (each 16 bytes: values
@@ -23,8 +23,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "ops/prefetch.h"
 #include "ops/matmul_q8act_kernels.h"
+#include "ops/prefetch.h"
 #include "ops/quant.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -176,8 +176,7 @@ KVLM_VNNI_INLINE void Q4_0TileVnni(float* out, const Q8Rows& x, size_t r0, const
     {
       const char* ahead =
           reinterpret_cast<const char*>(w) + kPrefetchTiles * RO * row_bytes + b * (RO * kBytes);
-      for (size_t line = 0; line < 2 * RO * kBytes; line += 64)
-        PrefetchToL2(ahead + line);
+      for (size_t line = 0; line < 2 * RO * kBytes; line += 64) PrefetchToL2(ahead + line);
     }
     __m512i wv[RO];
     __m512 dw[RO];
@@ -478,8 +477,7 @@ KVLM_VNNI_INLINE void KTileVnni(float* out, const Q8Rows& x, size_t r0, const ui
     {  // as Q4_0's tiles: the part of the tile kPrefetchTiles ahead that this step reads
       const char* ahead = reinterpret_cast<const char*>(w) + kPrefetchTiles * RO * row_bytes +
                           b * (RO * Dec::kBytes);
-      for (size_t line = 0; line < RO * Dec::kBytes; line += 64)
-        PrefetchToL2(ahead + line);
+      for (size_t line = 0; line < RO * Dec::kBytes; line += 64) PrefetchToL2(ahead + line);
     }
     Dec dec[RO];
     for (int ro = 0; ro < RO; ++ro) dec[ro].Init(w + ro * row_bytes + b * Dec::kBytes);
@@ -619,8 +617,7 @@ KVLM_AVX2_INLINE void KTileAvx2(float* out, const Q8Rows& x, size_t r0, const ui
     {
       const char* ahead = reinterpret_cast<const char*>(w) + kPrefetchTiles * RO * row_bytes +
                           b * (RO * Dec::kBytes);
-      for (size_t line = 0; line < RO * Dec::kBytes; line += 64)
-        PrefetchToL2(ahead + line);
+      for (size_t line = 0; line < RO * Dec::kBytes; line += 64) PrefetchToL2(ahead + line);
     }
     Dec dec[RO];
     for (int ro = 0; ro < RO; ++ro) dec[ro].Init(w + ro * row_bytes + b * Dec::kBytes);

@@ -21,13 +21,11 @@
 // F16 weights packed at load as column strips (either layout, ops/weight_strips.h): decode runs
 // the row stream's register tiles over them (matmul_strips-inl.h: 1..8 rows).
 //
-// An OpenMP parallel region here only calls a HWY_NOINLINE function of this target: clang
-// (14 at least) compiles a region's body as a separate outlined function that does not get the
-// target attributes Highway puts on this namespace, so SIMD code written inside a region would
-// be built for baseline x86-64 (F16 widening became one libcall, __gnu_h2f_ieee, per element,
-// and clang builds failed to link).
-#include <omp.h>
-
+// A run_team job here (a lambda) only calls a HWY_NOINLINE function of this target: clang
+// (14 at least) compiles a lambda's body without the target attributes Highway puts on this
+// namespace, as it did OpenMP's outlined regions, so SIMD code written inside one would be built
+// for baseline x86-64 (F16 widening became one libcall, __gnu_h2f_ieee, per element, and clang
+// builds failed to link).
 #include <algorithm>
 #include <type_traits>
 
@@ -52,6 +50,7 @@
 #include "ops/matmul_stream_tile-inl.h"
 #include "ops/matmul_strips-inl.h"
 #include "ops/simd_weights-inl.h"
+#include "ops/thread_team.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kvlm {
@@ -66,7 +65,7 @@ namespace {
 
 // Block sizes, tuned on GPT-2 124M's prefill (Zen 3, AVX2): the packed x block (rows x steps,
 // 216 KB) stays in L2, the weight panel (steps x kTileCols, 36 KB) in L1 and L2. Both live on
-// the thread's stack (OpenMP threads get the default 8 MB; keep OMP_STACKSIZE above 1 MB).
+// the thread's stack (run_team's workers get the default thread stack, 8 MB on Linux).
 constexpr size_t kBlockK = 384;     // reduction steps per block
 constexpr size_t kBlockRows = 144;  // rows per block
 static_assert(kBlockRows % kTileRows == 0, "row blocks are whole tiles");
@@ -151,9 +150,8 @@ HWY_NOINLINE void InOutTiledThread(float* out, const float* x, const WT* w, cons
 template <typename WT>
 void InOutTiled(float* out, const float* x, const WT* w, const float* bias, size_t n_rows,
                 size_t n_in, size_t n_out, int n_threads) {
-#pragma omp parallel num_threads(n_threads)
-  InOutTiledThread(out, x, w, bias, n_rows, n_in, n_out, omp_get_thread_num(),
-                   omp_get_num_threads());
+  run_team(n_threads,
+           [&](int t, int nt) { InOutTiledThread(out, x, w, bias, n_rows, n_in, n_out, t, nt); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -385,9 +383,8 @@ HWY_NOINLINE void InOutStreamThread(float* out, const float* x, const WT* w, con
 template <typename WT>
 void InOutStream(float* out, const float* x, const WT* w, const float* bias, size_t n_rows,
                  size_t n_in, size_t n_out, int n_threads) {
-#pragma omp parallel num_threads(n_threads)
-  InOutStreamThread(out, x, w, bias, n_rows, n_in, n_out, omp_get_thread_num(),
-                    omp_get_num_threads());
+  run_team(n_threads,
+           [&](int t, int nt) { InOutStreamThread(out, x, w, bias, n_rows, n_in, n_out, t, nt); });
 }
 static_assert(kStreamMaxRows == 8, "InOutStream's switch covers 1..8 rows");
 
@@ -411,8 +408,8 @@ template <typename WT>
 constexpr bool kOutInAvx2Narrow = kVecRegs == 16 && kDotVecs == 2 && sizeof(WT) == 2;
 template <typename WT>
 constexpr int kOutInOutsN = kVecRegs == 32 && kDotVecs == 1 ? 4
-                            : kOutInAvx2Narrow<WT>         ? 3
-                                                           : kDotOutsN;
+                            : kOutInAvx2Narrow<WT>          ? 3
+                                                            : kDotOutsN;
 template <typename WT>
 constexpr int kOutInRowsN = kOutInAvx2Narrow<WT> ? 2 : kDotRowsN;
 
@@ -466,18 +463,18 @@ void OutInAll(float* out, const float* x, const WT* w, const float* bias, size_t
               size_t n_in, size_t n_out, int n_threads) {
   const size_t n_tiles = (n_out + RO - 1) / RO;
   if (n_rows <= kStreamMaxRows) {  // decode: each tile's weights from memory once, all rows
-#pragma omp parallel for num_threads(n_threads) schedule(static)
-    for (size_t t = 0; t < n_tiles; ++t)
+    parallel_for(n_threads, size_t{n_tiles}, [&](size_t t) {
       OutInOutputTile<RO, RR>(out, x, w, bias, n_rows, n_in, n_out, t);
+    });
     return;
   }
   constexpr size_t kBlockBytes = size_t{256} << 10;  // within L2 on every x86 and Arm core here
   const size_t tiles_per_block = std::max<size_t>(1, kBlockBytes / (RO * n_in * sizeof(WT)));
   const size_t n_blocks = (n_tiles + tiles_per_block - 1) / tiles_per_block;
-#pragma omp parallel for num_threads(n_threads) schedule(static)
-  for (size_t b = 0; b < n_blocks; ++b)
+  parallel_for(n_threads, size_t{n_blocks}, [&](size_t b) {
     OutInOutputBlock<RO, RR>(out, x, w, bias, n_rows, n_in, n_out, b * tiles_per_block,
                              std::min(n_tiles, (b + 1) * tiles_per_block));
+  });
 }
 
 }  // namespace

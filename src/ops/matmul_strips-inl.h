@@ -25,14 +25,13 @@
 #define KVLM_OPS_MATMUL_STRIPS_INL_H_
 #endif
 
-#include <omp.h>
-
 #include <algorithm>
 #include <vector>
 
 #include "hwy/highway.h"
 #include "ops/matmul_stream_tile-inl.h"
 #include "ops/simd_weights-inl.h"
+#include "ops/thread_team.h"
 #include "ops/weight_strips.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -62,8 +61,8 @@ constexpr int StripTileVecs() {
 // so 16-register targets keep the shorter distance.
 constexpr size_t kStripFetchBytes = 12 << 10;
 template <typename WT>
-constexpr size_t kStripFetchSteps =
-    kVecRegs == 32 ? kStripFetchBytes / (kStripCols * sizeof(WT)) : kTileI;
+constexpr size_t kStripFetchSteps = kVecRegs == 32 ? kStripFetchBytes / (kStripCols * sizeof(WT))
+                                                   : kTileI;
 
 // n_steps more steps of R rows' chains over one strip: acc [R][kStripCols] (chains continued),
 // x packed xp[k * R + r], weights ws[k * kStripCols + c]; register tiles of `tile` steps, each
@@ -323,9 +322,9 @@ HWY_INLINE void StripsForwardAs(float* out, const float* x, const WeightMatrix& 
                                 const float* bias, size_t n_rows, int n_threads) {
   const auto* ws = static_cast<const WT*>(w.strips);
   const bool out_in = w.layout == WeightLayout::kOutIn;
-#pragma omp parallel num_threads(n_threads)
-  StripsThread(out_in, out, x, ws, bias, n_rows, w.n_in, w.n_out, omp_get_thread_num(),
-               omp_get_num_threads());
+  run_team(n_threads, [&](int t, int nt) {
+    StripsThread(out_in, out, x, ws, bias, n_rows, w.n_in, w.n_out, t, nt);
+  });
 }
 
 // Whether w has strips these kernels read (ops/weight_strips.h: F16, F32 [n_in, n_out]).

@@ -3,10 +3,10 @@
 // depend on n_threads.
 #pragma once
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstddef>
+
+#include "ops/thread_team.h"
 
 namespace kvlm {
 
@@ -32,12 +32,10 @@ void for_each_share(size_t n, size_t align, size_t min_share, const Parallel& pa
     f(size_t{0}, n);
     return;
   }
-#pragma omp parallel num_threads(n_threads)
-  {
-    const size_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+  run_team(n_threads, [&](int t, int nt) {
     const size_t b0 = blocks * t / nt, b1 = blocks * (t + 1) / nt;
     f(std::min(n, b0 * align), std::min(n, b1 * align));
-  }
+  });
 }
 
 }  // namespace kvlm

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 
+#include "ops/thread_team.h"
+
 namespace kvlm {
 
 namespace {
@@ -31,8 +33,7 @@ void pack_strips(Element* strips, const WeightMatrix& w, int n_threads) {
   const int64_t n_strips = static_cast<int64_t>((O + kStripCols - 1) / kStripCols);
   if (w.layout == WeightLayout::kOutIn) {
     const size_t K = (I + 15) / 16;
-#pragma omp parallel for num_threads(std::max(n_threads, 1)) schedule(static)
-    for (int64_t s = 0; s < n_strips; ++s) {
+    parallel_for(n_threads, int64_t{n_strips}, [&](int64_t s) {
       Element* dst = strips + static_cast<size_t>(s) * 16 * K * kStripCols;
       for (size_t l = 0; l < 16; ++l)
         for (size_t k = 0; k < K; ++k, dst += kStripCols)
@@ -40,18 +41,17 @@ void pack_strips(Element* strips, const WeightMatrix& w, int n_threads) {
             const size_t o = static_cast<size_t>(s) * kStripCols + c, i = 16 * k + l;
             dst[c] = o < O && i < I ? src[o * I + i] : Element{0};
           }
-    }
+    });
     return;
   }
-#pragma omp parallel for num_threads(std::max(n_threads, 1)) schedule(static)
-  for (int64_t s = 0; s < n_strips; ++s) {
+  parallel_for(n_threads, int64_t{n_strips}, [&](int64_t s) {
     const size_t c0 = static_cast<size_t>(s) * kStripCols, n = std::min(kStripCols, O - c0);
     Element* dst = strips + c0 * I;
     for (size_t i = 0; i < I; ++i, dst += kStripCols) {
       std::copy_n(src + i * O + c0, n, dst);
       std::fill(dst + n, dst + kStripCols, Element{0});
     }
-  }
+  });
 }
 
 }  // namespace
