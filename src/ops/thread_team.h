@@ -8,7 +8,7 @@
 //
 // Each calling thread has its own workers, started when it first asks for them, as OpenMP gives
 // each thread its own team; a call from inside a job runs on its caller alone (n = 1), as
-// OpenMP's nested regions do. Between jobs a worker spins for a while and then sleeps;
+// OpenMP's nested regions do. Between jobs a worker spins for 0.1 ms and then sleeps;
 // OMP_WAIT_POLICY=passive (as the test suite sets, several tests sharing the cores) makes it
 // sleep at once, and so does a team larger than the machine's CPUs. Which member computes what
 // is the kernels' own fixed split, so results never depend on the team.

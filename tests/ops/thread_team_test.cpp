@@ -5,6 +5,9 @@
 #include "ops/thread_team.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -14,6 +17,8 @@
 #include <stdexcept>
 #include <thread>
 #include <vector>
+
+#include "support/test_support.h"
 
 namespace kvlm {
 namespace {
@@ -155,6 +160,41 @@ TEST(ThreadTeamTest, WorkersThatSleptWakeForTheNextJob) {
     run_team(2, [&](int, int) { ran.fetch_add(1); });
     EXPECT_EQ(ran.load(), 2) << "after " << pause_ms << " ms idle";
   }
+}
+
+// Where OpenMP binds threads (OMP_PROC_BIND), libgomp binds the first thread to one place before
+// main; a worker started from it must not stay there. Runs in the child process of the test
+// below, which sets OMP_PROC_BIND=true; skipped elsewhere.
+TEST(ThreadTeamBoundTest, MembersRunOnTheirOwnPlaces) {
+  if (omp_get_proc_bind() == omp_proc_bind_false || omp_get_num_places() < 2)
+    GTEST_SKIP() << "needs OMP_PROC_BIND and two places or more";
+  const int n = std::min(omp_get_num_places(), 4);
+  std::vector<std::set<int>> cpus(n);
+  run_team(n, [&](int t, int) {
+    cpu_set_t set;
+    ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &set)) cpus[t].insert(cpu);
+  });
+  for (int t = 1; t < n; ++t) {
+    std::vector<int> place(static_cast<size_t>(omp_get_place_num_procs(t)));
+    omp_get_place_proc_ids(t, place.data());
+    EXPECT_EQ(cpus[t], std::set<int>(place.begin(), place.end())) << "member " << t;
+  }
+}
+
+TEST(ThreadTeamTest, BoundThreadsRunOnTheirOwnPlaces) {
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  ASSERT_GT(len, 0);
+  self[len] = 0;
+  const auto r = test::run_program(
+      "env", std::string("OMP_PROC_BIND=true '") + self +
+                 "' --gtest_filter=ThreadTeamBoundTest.MembersRunOnTheirOwnPlaces");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  if (r.out.find("[  SKIPPED ] 1 test") != std::string::npos)
+    GTEST_SKIP() << "one place: nothing to bind apart on this machine";
+  EXPECT_NE(r.out.find("[  PASSED  ] 1 test"), std::string::npos) << r.out;
 }
 
 }  // namespace
