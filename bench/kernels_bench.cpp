@@ -135,7 +135,8 @@ void run_matmul(benchmark::State& state, bool from_memory) {
     WeightMatrix w{weights[c].data(), type, layout, s.n_in, s.n_out};
     if (!tiles.empty()) w.amx_tiles = reinterpret_cast<const uint16_t*>(tiles[c].data());
     if (!strips.empty()) w.strips = strips[c].data();
-    if (!head_strips.empty()) w.strips = head_strips[c].data();
+    if (!head_strips.empty())
+      w.bf16dot_pairs = reinterpret_cast<const uint16_t*>(head_strips[c].data());
     matmul_forward_path(out.data(), x.data(), w, bias.data(), rows, par, path);
     benchmark::DoNotOptimize(out.data());
     c = (c + 1) % n_copies;

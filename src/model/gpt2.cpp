@@ -20,9 +20,9 @@ namespace {
 // Second copies of the matrices in the orders decode's kernels stream (each kernel gives the bits
 // of reading the stored matrix): AMX's tiles of the BF16 layers, which vdpbf16ps's decode also
 // reads (their weight pairs) and its head's pairs by lane class where AMX does not run, and
-// column strips of F16's matrices and F32's layers (ops/weight_strips.h). Decode of one sequence
-// reads the layers' copies too (a thread's columns one contiguous stream) but the output heads as
-// stored (each output's row already is one). set_weight_strips_enabled(false) (`KVLM_STRIPS=0`)
+// column strips of F16's matrices, BF16's where vdpbf16ps does not run, and F32's layers
+// (ops/weight_strips.h). Decode of one sequence reads the strips too (a thread's columns one
+// contiguous stream), F32's head as stored (each output's row already is one). set_weight_strips_enabled(false) (`KVLM_STRIPS=0`)
 // skips every copy but AMX's.
 void repack_for_decode(Gpt2Weights& weights, WeightStorage& storage) {
   const bool amx = bf16_amx_active();
@@ -45,7 +45,7 @@ void repack_for_decode(Gpt2Weights& weights, WeightStorage& storage) {
       head.n_in > 0 && head.n_out > 0) {
     uint16_t* strips = allocate(bf16dot_head_strips_size(head));
     pack_bf16dot_head_strips(strips, head, threads);
-    head.strips = strips;
+    head.bf16dot_pairs = strips;
   }
   layers.push_back(&head);
   for (WeightMatrix* m : layers)

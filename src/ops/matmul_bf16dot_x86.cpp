@@ -772,9 +772,10 @@ void matmul_bf16dot_forward(float* out, const float* x, const WeightMatrix& w, c
   const uint16_t* wb = static_cast<const uint16_t*>(w.data);
   if (w.layout == WeightLayout::kOutIn) {
     // The head's pair strips packed at load: batched decode of 3..8 rows.
-    if (w.strips && I > 0 && T <= static_cast<size_t>(kStreamMaxRows) && kHeadStripsFns[T - 1]) {
+    if (w.bf16dot_pairs && I > 0 && T <= static_cast<size_t>(kStreamMaxRows) &&
+        kHeadStripsFns[T - 1]) {
       run_team(n_threads, [&](int t, int nt) {
-        kHeadStripsFns[T - 1](out, x, static_cast<const uint16_t*>(w.strips), bias, I, O, t, nt);
+        kHeadStripsFns[T - 1](out, x, w.bf16dot_pairs, bias, I, O, t, nt);
       });
       return;
     }

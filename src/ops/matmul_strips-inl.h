@@ -1,11 +1,11 @@
-// Decode (1..8 rows) over F16 weights, and F32 [n_in, n_out] ones, packed at load as column strips
-// (ops/weight_strips.h): the row stream's register tiles (matmul_stream_tile-inl.h) read each strip
-// as one contiguous stream. kInOut: a strip is 48 columns of W, rows in order. kOutIn: a strip is
-// 48 outputs, their elements grouped by lane class (i % 16), so each lane's chain of matmul.h's
-// 16-lane order is a kInOut chain over that class, and the 16 lane sums are added by matmul.h's
-// tree, 48 outputs at a time. Every output keeps its stated order, so the bits are those of the
-// kernels that read the matrix as stored. Include in a file compiled per target, after
-// hwy/foreach_target.h.
+// Decode (1..8 rows) over F16 and BF16 weights, and F32 [n_in, n_out] ones, packed at load as
+// column strips (ops/weight_strips.h): the row stream's register tiles (matmul_stream_tile-inl.h)
+// read each strip as one contiguous stream. kInOut: a strip is 48 columns of W, rows in order.
+// kOutIn: a strip is 48 outputs, their elements grouped by lane class (i % 16), so each lane's
+// chain of matmul.h's 16-lane order is a kInOut chain over that class, and the 16 lane sums are
+// added by matmul.h's tree, 48 outputs at a time. Every output keeps its stated order, so the bits
+// are those of the kernels that read the matrix as stored. Include in a file compiled per
+// target, after hwy/foreach_target.h.
 //
 // Why (GPT-2 124M shape, F16, batch 8, 2 threads of a Sapphire Rapids VM, 2026-12-03): the layers'
 // matrices took 7.6 ms a step as stored (register tiles over 96-byte pieces of rows kilobytes
@@ -327,16 +327,18 @@ HWY_INLINE void StripsForwardAs(float* out, const float* x, const WeightMatrix& 
   });
 }
 
-// Whether w has strips these kernels read (ops/weight_strips.h: F16, F32 [n_in, n_out]).
+// Whether w has strips these kernels read (ops/weight_strips.h: F16, BF16, F32 [n_in, n_out]).
 HWY_INLINE bool HasStrips(const WeightMatrix& w) {
-  return w.strips &&
-         (w.dtype == DType::kF16 || (w.dtype == DType::kF32 && w.layout == WeightLayout::kInOut));
+  return w.strips && (w.dtype == DType::kF16 || w.dtype == DType::kBF16 ||
+                      (w.dtype == DType::kF32 && w.layout == WeightLayout::kInOut));
 }
 
 // out [T, O] = x @ W + bias for W's strips (HasStrips(w)), over n_threads threads.
 HWY_INLINE void StripsForward(float* out, const float* x, const WeightMatrix& w, const float* bias,
                               size_t n_rows, int n_threads) {
   if (w.dtype == DType::kF32) return StripsForwardAs<float>(out, x, w, bias, n_rows, n_threads);
+  if (w.dtype == DType::kBF16)
+    return StripsForwardAs<hwy::bfloat16_t>(out, x, w, bias, n_rows, n_threads);
   StripsForwardAs<hwy::float16_t>(out, x, w, bias, n_rows, n_threads);
 }
 

@@ -25,11 +25,13 @@ struct WeightMatrix {
   // bits either way).
   const uint16_t* amx_tiles = nullptr;
   // When set: the same weights re-laid for decode, made once at load, read by its kernels as one
-  // sequential stream per strip (the same bits either way): F16 (either layout) and F32
-  // [n_in, n_out] as column strips of their own type (pack_weight_strips, ops/weight_strips.h); a
-  // BF16 [n_out, n_in] head as vdpbf16ps's pairs by lane class (pack_bf16dot_head_strips,
-  // ops/matmul_bf16dot.h).
+  // sequential stream per strip (the same bits either way): F16 and BF16 (either layout) and F32
+  // [n_in, n_out] as column strips of their own type (pack_weight_strips, ops/weight_strips.h).
   const void* strips = nullptr;
+  // When set: a BF16 [n_out, n_in] head as vdpbf16ps's pairs by lane class, for its batched
+  // decode (pack_bf16dot_head_strips, ops/matmul_bf16dot.h). Its own field, not `strips`: which
+  // kernels run is decided per call (bf16_dot_active()), so each must find its own layout.
+  const uint16_t* bf16dot_pairs = nullptr;
 
   size_t n_bytes() const { return dtype_bytes(dtype, static_cast<size_t>(n_in) * n_out); }
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "ops/matmul_bf16dot.h"
 #include "ops/thread_team.h"
 
 namespace kvlm {
@@ -62,8 +63,10 @@ void pack_weight_strips(void* strips, const WeightMatrix& w, int n_threads) {
 }
 
 bool wants_weight_strips(const WeightMatrix& w) {
-  const bool type =
-      w.dtype == DType::kF16 || (w.dtype == DType::kF32 && w.layout == WeightLayout::kInOut);
+  // BF16 only where its products are not vdpbf16ps's (matmul_bf16dot.h), which read their own
+  // layouts: there BF16 decode is F16's, widening by a shift where F16 converts.
+  const bool type = w.dtype == DType::kF16 || (w.dtype == DType::kBF16 && !bf16_dot_active()) ||
+                    (w.dtype == DType::kF32 && w.layout == WeightLayout::kInOut);
   return weight_strips_enabled() && type && w.n_in > 0 && w.n_out > 0;
 }
 

@@ -1,5 +1,5 @@
-// Column strips: an F16 weight matrix re-laid for decode (1..8 rows), so that each strip of 48
-// outputs is one contiguous run and a thread's strips one sequential stream
+// Column strips: an F16 or BF16 weight matrix re-laid for decode (1..8 rows), so that each strip
+// of 48 outputs is one contiguous run and a thread's strips one sequential stream
 // (ops/matmul_strips-inl.h reads them):
 //   [n_in, n_out] (GPT-2's Conv1D): strip s holds W[i][48 s + c], rows i in order;
 //   [n_out, n_in] (the output head): strip s holds W[48 s + c][16 k + l] grouped by lane class l,
@@ -33,8 +33,10 @@ size_t weight_strips_bytes(const WeightMatrix& w);
 void pack_weight_strips(void* strips, const WeightMatrix& w, int n_threads);
 
 // Whether a loader packs strips for w: F16 of either layout (whose batched decode was bound by
-// widening and strided reads) and F32 [n_in, n_out] (whose decode split by columns read pieces of
-// rows apart); non-empty, and not switched off. F32's [n_out, n_in] head keeps its stored rows.
+// widening and strided reads), BF16 the same where vdpbf16ps does not run its products
+// (bf16_dot_active(): it reads layouts of its own), and F32 [n_in, n_out] (whose decode split by
+// columns read pieces of rows apart); non-empty, and not switched off. F32's [n_out, n_in] head
+// keeps its stored rows.
 bool wants_weight_strips(const WeightMatrix& w);
 
 // Turns the packing off (false: loaders keep only the stored matrix, decode reads it) or on for

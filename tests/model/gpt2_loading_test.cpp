@@ -10,6 +10,7 @@
 #include "model/gpt2.h"
 #include "model/loader.h"
 #include "model/random_gpt2.h"
+#include "ops/matmul_bf16dot.h"
 #include "support/generation.h"
 #include "support/test_support.h"
 
@@ -82,6 +83,43 @@ TEST(Gpt2Loading, ConvertOnLoadRoundsLikeTheWriter) {
         EXPECT_EQ(std::memcmp(a.layers[l].*v, f.layers[l].*v, C * sizeof(float)), 0) << l;
     }
   }
+}
+
+// BF16 where vdpbf16ps does not run its products (AVX2, NEON, AVX-512 without AVX512_BF16; here
+// switched off): the loader packs column strips of every matrix, head included, decode reads
+// them, and the bits hold: cached == uncached (prefill's kernels over the matrices as stored,
+// decode's over the strips), and a sequence alone == in a batch.
+TEST(Gpt2Loading, Bf16WithoutVdpbf16psDecodesOverStripsBitwise) {
+  struct WithoutBf16Dot {
+    WithoutBf16Dot() { set_bf16_dot_enabled(false); }
+    ~WithoutBf16Dot() { set_bf16_dot_enabled(true); }
+  } no_bf16_dot;
+  test::TempDir dir;
+  RandomGpt2Options options;
+  options.dtype = DType::kBF16;
+  options.separate_lm_head = true;
+  ASSERT_TRUE(write_random_gpt2(dir.path(), test::tiny_gpt2_config(), options).is_ok());
+  auto loaded = load_model(dir.path(), {});
+  ASSERT_TRUE(loaded.is_ok()) << loaded.message();
+  const auto* gpt2 = dynamic_cast<const Gpt2Model*>(loaded.value().get());
+  ASSERT_NE(gpt2, nullptr);
+  for (const Gpt2Layer& layer : gpt2->weights().layers)
+    for (const WeightMatrix* m :
+         {&layer.c_attn, &layer.attn_c_proj, &layer.c_fc, &layer.mlp_c_proj}) {
+      EXPECT_EQ(m->dtype, DType::kBF16);
+      EXPECT_NE(m->strips, nullptr) << "a layer's BF16 matrix has no strips";
+    }
+  EXPECT_NE(gpt2->weights().lm_head.strips, nullptr) << "the BF16 head has no strips";
+
+  Model& model = *loaded.value();
+  const std::vector<std::vector<int32_t>> prompts = {{7, 3, 19, 1, 25, 8, 11, 4, 2, 15}, {9, 2}};
+  const test::Generation cached = test::run_generate(model, prompts, 10, true, 2);
+  test::expect_same_bits(cached, test::run_generate(model, prompts, 10, false, 2),
+                         "cached vs uncached");
+  for (size_t s = 0; s < prompts.size(); ++s)
+    test::expect_same_bits(test::run_generate(model, {prompts[s]}, 10, true, 1),
+                           test::only_sequence(cached, s),
+                           "sequence " + std::to_string(s) + " alone vs in the batch");
 }
 
 }  // namespace

@@ -180,7 +180,7 @@ void check_against_model(int n_in, int n_out, int n_rows, WeightLayout layout, i
       for (int threads : {1, 3}) {
         WeightMatrix view = m.view;
         if (packed && layout == WeightLayout::kInOut) view.amx_tiles = tiles.data();
-        if (packed && layout == WeightLayout::kOutIn) view.strips = tiles.data();
+        if (packed && layout == WeightLayout::kOutIn) view.bf16dot_pairs = tiles.data();
         std::vector<float> outbuf(n_out_total + offset + 1, -1.0f);
         float* out = outbuf.data() + offset;
         matmul_bf16dot_forward(out, x, view, bias, n_rows, Parallel{threads}, path);

@@ -15,14 +15,15 @@
 #include "ops/dtype.h"
 #include "ops/for_each_target.h"
 #include "ops/matmul.h"
+#include "ops/matmul_bf16dot.h"
 #include "ops/matmul_internal.h"
 #include "support/random_values.h"
 
 namespace kvlm {
 namespace {
 
-// A random normal matrix of F16 (Element uint16_t, its bits) or F32 (Element float) values,
-// `offset` elements into its buffer (misalignment).
+// A random normal matrix of F16 or BF16 (Element uint16_t, their bits) or F32 (Element float)
+// values, `offset` elements into its buffer (misalignment).
 template <typename Element>
 struct TestMatrix {
   std::vector<Element> values;
@@ -35,21 +36,19 @@ struct TestMatrix {
 };
 
 template <typename Element>
-TestMatrix<Element> make_matrix(int n_in, int n_out, WeightLayout layout, int offset,
+TestMatrix<Element> make_matrix(DType dtype, int n_in, int n_out, WeightLayout layout, int offset,
                                 std::mt19937& rng) {
-  constexpr bool kF32 = std::is_same_v<Element, float>;
   std::normal_distribution<float> normal(0.0f, 0.5f);
   TestMatrix<Element> m;
   m.values.resize(static_cast<size_t>(n_in) * n_out + offset);
   for (Element& v : m.values) {
-    if constexpr (kF32) {
+    if constexpr (std::is_same_v<Element, float>) {
       v = normal(rng);
     } else {
-      v = f32_to_f16(normal(rng));
+      v = dtype == DType::kBF16 ? f32_to_bf16(normal(rng)) : f32_to_f16(normal(rng));
     }
   }
-  m.view =
-      WeightMatrix{m.values.data() + offset, kF32 ? DType::kF32 : DType::kF16, layout, n_in, n_out};
+  m.view = WeightMatrix{m.values.data() + offset, dtype, layout, n_in, n_out};
   return m;
 }
 
@@ -68,22 +67,33 @@ const char* layout_name(WeightLayout l) {
   return l == WeightLayout::kInOut ? "[n_in, n_out]" : "[n_out, n_in]";
 }
 
-// The matrices a loader packs: F16 of either layout, F32 [n_in, n_out].
+// The matrices a loader packs: F16 and BF16 (where vdpbf16ps is off) of either layout, F32
+// [n_in, n_out].
 struct Packed {
   DType dtype;
   WeightLayout layout;
 };
 const Packed kPacked[] = {{DType::kF16, WeightLayout::kInOut},
                           {DType::kF16, WeightLayout::kOutIn},
+                          {DType::kBF16, WeightLayout::kInOut},
+                          {DType::kBF16, WeightLayout::kOutIn},
                           {DType::kF32, WeightLayout::kInOut}};
+
+// BF16 products on every target's own kernels, as on machines without AVX512_BF16: vdpbf16ps
+// (matmul_bf16dot.h) runs them where the CPU has it, and reads layouts of its own.
+class WithoutBf16Dot {
+ public:
+  WithoutBf16Dot() { set_bf16_dot_enabled(false); }
+  ~WithoutBf16Dot() { set_bf16_dot_enabled(true); }
+};
 
 // Calls fn(TestMatrix<Element>) with a new random matrix of `p`'s type and layout.
 template <typename Fn>
 void with_matrix(const Packed& p, int n_in, int n_out, int offset, std::mt19937& rng, Fn fn) {
   if (p.dtype == DType::kF32) {
-    fn(make_matrix<float>(n_in, n_out, p.layout, offset, rng));
+    fn(make_matrix<float>(p.dtype, n_in, n_out, p.layout, offset, rng));
   } else {
-    fn(make_matrix<uint16_t>(n_in, n_out, p.layout, offset, rng));
+    fn(make_matrix<uint16_t>(p.dtype, n_in, n_out, p.layout, offset, rng));
   }
 }
 
@@ -99,7 +109,7 @@ TEST(WeightStripsTest, PackingPutsEachValueWhereTheHeaderSays) {
     int n_in, n_out;
   };
   // Every type and layout the packing takes, F32 [n_out, n_in] included (no loader asks for it).
-  for (DType dtype : {DType::kF16, DType::kF32})
+  for (DType dtype : {DType::kF16, DType::kBF16, DType::kF32})
     for (WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn})
       for (Shape s : std::vector<Shape>{{1, 1}, {5, 47}, {16, 48}, {17, 49}, {33, 100}, {64, 97}})
         with_matrix({dtype, layout}, s.n_in, s.n_out, 1, rng, [&](const auto& m) {
@@ -126,13 +136,18 @@ TEST(WeightStripsTest, PackingPutsEachValueWhereTheHeaderSays) {
         });
 }
 
-TEST(WeightStripsTest, F16MatricesAndF32LayersArePackedAndTheSwitchTurnsItOff) {
+TEST(WeightStripsTest, F16AndBf16MatricesAndF32LayersArePackedAndTheSwitchTurnsItOff) {
   float value = 0;
-  for (DType dtype : {DType::kBF16, DType::kQ8_0, DType::kQ4_K})
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_K})
     for (WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn})
       EXPECT_FALSE(wants_weight_strips({&value, dtype, layout, 32, 32})) << dtype_name(dtype);
   // F32's [n_out, n_in] head: each output's row is already one contiguous run.
   EXPECT_FALSE(wants_weight_strips({&value, DType::kF32, WeightLayout::kOutIn, 32, 32}));
+  // BF16 where vdpbf16ps runs its products: they read AMX tiles or pairs, never these strips.
+  for (WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn})
+    EXPECT_EQ(wants_weight_strips({&value, DType::kBF16, layout, 32, 32}), !bf16_dot_active())
+        << layout_name(layout);
+  const WithoutBf16Dot no_bf16_dot;
   for (const Packed& p : kPacked) {
     EXPECT_TRUE(wants_weight_strips({&value, p.dtype, p.layout, 32, 32})) << name(p);
     EXPECT_FALSE(wants_weight_strips({&value, p.dtype, p.layout, 0, 32})) << name(p);
@@ -147,6 +162,7 @@ TEST(WeightStripsTest, F16MatricesAndF32LayersArePackedAndTheSwitchTurnsItOff) {
 // does not, and every row count must give a row the same bits.
 TEST(WeightStripsTest, DecodeOverStripsGivesTheBitsOfTheStoredMatrix) {
   std::mt19937 rng(17);
+  const WithoutBf16Dot no_bf16_dot;
   for_each_target([&](const SimdTarget&) {
     for (const Packed& p : kPacked)
       // 65 and 300: past a register tile (32 steps) and past a lane class of 16 steps; n_out
@@ -188,6 +204,7 @@ TEST(WeightStripsTest, DecodeOverStripsGivesTheBitsOfTheStoredMatrix) {
 // 1..8 rows of either layout; 9 rows (prefill's kernels) still see the weights.
 TEST(WeightStripsTest, DecodeReadsTheStrips) {
   std::mt19937 rng(29);
+  const WithoutBf16Dot no_bf16_dot;
   for (const Packed& p : kPacked) {
     SCOPED_TRACE(name(p));
     with_matrix(p, 40, 60, 0, rng, [&](const auto& m) {
