@@ -22,8 +22,8 @@ namespace {
 // reads (their weight pairs) and its head's pairs by lane class where AMX does not run, and
 // column strips of F16's matrices, BF16's where vdpbf16ps does not run, and F32's layers
 // (ops/weight_strips.h). Decode of one sequence reads the strips too (a thread's columns one
-// contiguous stream), F32's head as stored (each output's row already is one). set_weight_strips_enabled(false) (`KVLM_STRIPS=0`)
-// skips every copy but AMX's.
+// contiguous stream), F32's head as stored (each output's row already is one).
+// set_weight_strips_enabled(false) (`KVLM_STRIPS=0`) skips every copy but AMX's.
 void repack_for_decode(Gpt2Weights& weights, WeightStorage& storage) {
   const bool amx = bf16_amx_active();
   const bool batched_bf16 = bf16_dot_active() && !amx && weight_strips_enabled();

@@ -10,9 +10,9 @@
 #include "model/gpt2.h"
 #include "model/loader.h"
 #include "model/random_gpt2.h"
-#include "ops/matmul_bf16dot.h"
 #include "support/generation.h"
 #include "support/test_support.h"
+#include "support/without_bf16_dot.h"
 
 namespace kvlm {
 namespace {
@@ -90,10 +90,7 @@ TEST(Gpt2Loading, ConvertOnLoadRoundsLikeTheWriter) {
 // them, and the bits hold: cached == uncached (prefill's kernels over the matrices as stored,
 // decode's over the strips), and a sequence alone == in a batch.
 TEST(Gpt2Loading, Bf16WithoutVdpbf16psDecodesOverStripsBitwise) {
-  struct WithoutBf16Dot {
-    WithoutBf16Dot() { set_bf16_dot_enabled(false); }
-    ~WithoutBf16Dot() { set_bf16_dot_enabled(true); }
-  } no_bf16_dot;
+  const test::WithoutBf16Dot no_bf16_dot;
   test::TempDir dir;
   RandomGpt2Options options;
   options.dtype = DType::kBF16;

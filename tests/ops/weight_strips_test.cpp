@@ -18,6 +18,7 @@
 #include "ops/matmul_bf16dot.h"
 #include "ops/matmul_internal.h"
 #include "support/random_values.h"
+#include "support/without_bf16_dot.h"
 
 namespace kvlm {
 namespace {
@@ -79,14 +80,6 @@ const Packed kPacked[] = {{DType::kF16, WeightLayout::kInOut},
                           {DType::kBF16, WeightLayout::kOutIn},
                           {DType::kF32, WeightLayout::kInOut}};
 
-// BF16 products on every target's own kernels, as on machines without AVX512_BF16: vdpbf16ps
-// (matmul_bf16dot.h) runs them where the CPU has it, and reads layouts of its own.
-class WithoutBf16Dot {
- public:
-  WithoutBf16Dot() { set_bf16_dot_enabled(false); }
-  ~WithoutBf16Dot() { set_bf16_dot_enabled(true); }
-};
-
 // Calls fn(TestMatrix<Element>) with a new random matrix of `p`'s type and layout.
 template <typename Fn>
 void with_matrix(const Packed& p, int n_in, int n_out, int offset, std::mt19937& rng, Fn fn) {
@@ -147,7 +140,7 @@ TEST(WeightStripsTest, F16AndBf16MatricesAndF32LayersArePackedAndTheSwitchTurnsI
   for (WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn})
     EXPECT_EQ(wants_weight_strips({&value, DType::kBF16, layout, 32, 32}), !bf16_dot_active())
         << layout_name(layout);
-  const WithoutBf16Dot no_bf16_dot;
+  const test::WithoutBf16Dot no_bf16_dot;
   for (const Packed& p : kPacked) {
     EXPECT_TRUE(wants_weight_strips({&value, p.dtype, p.layout, 32, 32})) << name(p);
     EXPECT_FALSE(wants_weight_strips({&value, p.dtype, p.layout, 0, 32})) << name(p);
@@ -162,7 +155,7 @@ TEST(WeightStripsTest, F16AndBf16MatricesAndF32LayersArePackedAndTheSwitchTurnsI
 // does not, and every row count must give a row the same bits.
 TEST(WeightStripsTest, DecodeOverStripsGivesTheBitsOfTheStoredMatrix) {
   std::mt19937 rng(17);
-  const WithoutBf16Dot no_bf16_dot;
+  const test::WithoutBf16Dot no_bf16_dot;
   for_each_target([&](const SimdTarget&) {
     for (const Packed& p : kPacked)
       // 65 and 300: past a register tile (32 steps) and past a lane class of 16 steps; n_out
@@ -204,7 +197,7 @@ TEST(WeightStripsTest, DecodeOverStripsGivesTheBitsOfTheStoredMatrix) {
 // 1..8 rows of either layout; 9 rows (prefill's kernels) still see the weights.
 TEST(WeightStripsTest, DecodeReadsTheStrips) {
   std::mt19937 rng(29);
-  const WithoutBf16Dot no_bf16_dot;
+  const test::WithoutBf16Dot no_bf16_dot;
   for (const Packed& p : kPacked) {
     SCOPED_TRACE(name(p));
     with_matrix(p, 40, 60, 0, rng, [&](const auto& m) {
