@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "model/attend_rows.h"
+#include "model/decode_strips.h"
 #include "model/quantize_weights.h"
 #include "ops/activation.h"
 #include "ops/layernorm.h"
@@ -21,8 +22,8 @@ namespace {
 // of reading the stored matrix): AMX's tiles of the BF16 layers, which vdpbf16ps's decode also
 // reads (their weight pairs) and its head's pairs by lane class where AMX does not run, and
 // column strips of F16's matrices, BF16's where vdpbf16ps does not run, and F32's layers
-// (ops/weight_strips.h). Decode of one sequence reads the strips too (a thread's columns one
-// contiguous stream), F32's head as stored (each output's row already is one).
+// (ops/weight_strips.h), which decode of one sequence and prefill read too (a thread's columns
+// one contiguous stream), F32's head as stored (each output's row already is one).
 // set_weight_strips_enabled(false) (`KVLM_STRIPS=0`) skips every copy but AMX's.
 void repack_for_decode(Gpt2Weights& weights, WeightStorage& storage) {
   const bool amx = bf16_amx_active();
@@ -48,12 +49,7 @@ void repack_for_decode(Gpt2Weights& weights, WeightStorage& storage) {
     head.bf16dot_pairs = strips;
   }
   layers.push_back(&head);
-  for (WeightMatrix* m : layers)
-    if (wants_weight_strips(*m)) {
-      void* strips = storage.owned.allocate(weight_strips_bytes(*m));
-      pack_weight_strips(strips, *m, threads);
-      m->strips = strips;
-    }
+  attach_weight_strips(layers, storage.owned);
 }
 
 }  // namespace

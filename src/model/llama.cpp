@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "model/attend_rows.h"
+#include "model/decode_strips.h"
 #include "model/quantize_weights.h"
 #include "ops/matmul.h"
 #include "ops/rmsnorm.h"
@@ -58,6 +59,15 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::create(LlamaConfig config, Llama
   if (static_cast<int>(weights.layers.size()) != config.model.n_layer)
     return Status::error(source + ": " + std::to_string(weights.layers.size()) +
                          " layers bound, expected " + std::to_string(config.model.n_layer));
+  if (storage) {
+    // Column strips (model/decode_strips.h), which prefill and decode read: every matrix is
+    // [n_out, n_in], so they are lane-class strips, as the GPT-2 head's.
+    std::vector<WeightMatrix*> matrices = {&weights.lm_head};
+    for (LlamaLayer& L : weights.layers)
+      for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w1, &L.w3, &L.w2})
+        matrices.push_back(m);
+    attach_weight_strips(matrices, storage->owned);
+  }
   return std::unique_ptr<LlamaModel>(
       new LlamaModel(std::move(config), std::move(weights), std::move(storage), std::move(source)));
 }

@@ -7,7 +7,7 @@
 namespace kvlm {
 
 enum class MatmulPath {
-  kAuto,       // what matmul_forward does: chosen from the row count
+  kAuto,       // what matmul_forward does: the strips where w has them, else by the row count
   kRowStream,  // kInOut: streams weight rows once, accumulators in L1 (decode, few rows)
   kTiled,      // kInOut: cache-sized blocks of packed rows and weight panels, register tiles
                // whose fma chains continue from one reduction block to the next (prefill)

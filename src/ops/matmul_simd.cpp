@@ -18,8 +18,8 @@
 //     on the tile kernel above, the 16 lanes added by the same tree at the end: the prefill
 //     kernel (GPT-2 124M shapes at 128 rows, AVX2: 1.2-2.7x faster than the dot tiles; over the
 //     four layer shapes as fast as kInOut's tiled kernel, 0.97-0.99x the time).
-// F16 weights packed at load as column strips (either layout, ops/weight_strips.h): decode runs
-// the row stream's register tiles over them (matmul_strips-inl.h: 1..8 rows).
+// Weights packed at load as column strips (ops/weight_strips.h): decode and prefill run the row
+// stream's register tiles over them (matmul_strips-inl.h: 8 rows at a time).
 //
 // A run_team job here (a lambda) only calls a HWY_NOINLINE function of this target: clang
 // (14 at least) compiles a lambda's body without the target attributes Highway puts on this
@@ -484,10 +484,12 @@ void MatmulImpl(float* out, const float* x, const WeightMatrix& w, const float* 
   if (n_rows <= 0 || w.n_out <= 0) return;
   n_threads = std::max(n_threads, 1);
   const size_t T = n_rows, I = w.n_in, O = w.n_out;
-  // Strips packed at load: decode reads them (the same bits as the kernels below).
+  // Strips packed at load: decode and prefill read them (the same bits as the kernels below,
+  // which a caller naming the tiled path, as the kernels' tests do, still gets for prefill).
   const bool decode =
       path == MatmulPath::kRowStream || (path == MatmulPath::kAuto && T <= kStreamMaxRows);
-  if (HasStrips(w) && decode && StripsTake(T)) return StripsForward(out, x, w, bias, T, n_threads);
+  if (HasStrips(w) && (path == MatmulPath::kAuto || (decode && StripsTake(T))))
+    return StripsForward(out, x, w, bias, T, n_threads);
   VisitWeights(w.data, w.dtype, [&](const auto* wt) {
     if (w.layout == WeightLayout::kOutIn) {
       if (path == MatmulPath::kTiled || (path == MatmulPath::kAuto && T > kStreamMaxRows)) {

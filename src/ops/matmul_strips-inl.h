@@ -1,11 +1,11 @@
-// Decode (1..8 rows) over F16 and BF16 weights, and F32 [n_in, n_out] ones, packed at load as
+// Decode and prefill over F16 and BF16 weights, and F32 [n_in, n_out] ones, packed at load as
 // column strips (ops/weight_strips.h): the row stream's register tiles (matmul_stream_tile-inl.h)
-// read each strip as one contiguous stream. kInOut: a strip is 48 columns of W, rows in order.
-// kOutIn: a strip is 48 outputs, their elements grouped by lane class (i % 16), so each lane's
-// chain of matmul.h's 16-lane order is a kInOut chain over that class, and the 16 lane sums are
-// added by matmul.h's tree, 48 outputs at a time. Every output keeps its stated order, so the bits
-// are those of the kernels that read the matrix as stored. Include in a file compiled per
-// target, after hwy/foreach_target.h.
+// read each strip as one contiguous stream, for up to 8 rows at a time. kInOut: a strip is 48
+// columns of W, rows in order. kOutIn: a strip is 48 outputs, their elements grouped by lane
+// class (i % 16), so each lane's chain of matmul.h's 16-lane order is a kInOut chain over that
+// class, and the 16 lane sums are added by matmul.h's tree, 48 outputs at a time. Every output
+// keeps its stated order, so the bits are those of the kernels that read the matrix as stored.
+// Include in a file compiled per target, after hwy/foreach_target.h.
 //
 // Why (GPT-2 124M shape, F16, batch 8, 2 threads of a Sapphire Rapids VM, 2026-12-03): the layers'
 // matrices took 7.6 ms a step as stored (register tiles over 96-byte pieces of rows kilobytes
@@ -16,6 +16,10 @@
 // thread 3 KB pieces of rows 6 KB apart, and this machine's prefetchers stream such gapped runs
 // at half the rate of one contiguous run (a pure-read loop, 2 threads: 30 against 60 GB/s);
 // kernels_bench's four layer shapes at batch 1 went from 30-34 to 56-77 GB/s.
+// Prefill too (Zen 5, 2026-12-07, `kvlm bench`, strips against the stored kernels, interleaved):
+// GPT-2's shape, prefill of 512, F16 1.06-1.19x, F32 1.06-1.28x, BF16 without vdpbf16ps 1.15-1.17x,
+// F16 pinned to AVX2 1.04-1.09x; a SmolLM-135M-shaped Llama (576 wide) 0.96-1.20x. So once
+// the strips are made, nothing reads the stored matrix but the embedding's rows.
 
 // Per-target include guard: this file is included once per Highway target.
 #if defined(KVLM_OPS_MATMUL_STRIPS_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -165,17 +169,20 @@ void InOutStripGroups(float* out, const float* xp, const WT* strips, const float
     if (s < s1) InOutStripGroups<R, P / 2>(out, xp, strips, bias, n_in, n_out, s, s1);
 }
 
-// kInOut strips [s0, s1) for R rows: each output's chain x[i] * W[i][o] fused in increasing i
-// from zero, then the bias (matmul.h).
-template <int R, typename WT>
-void InOutStripsRange(float* out, const float* x, const WT* strips, const float* bias, size_t n_in,
-                      size_t n_out, size_t s0, size_t s1) {
-  const DF df;
-  thread_local std::vector<float> packed;  // x as [i][R]: a weight row's R values side by side
-  packed.resize(n_in * R);
-  float* xp = packed.data();
+// x's R rows as kInOut strips read them: xp[i * R + r] = x[r][i], a weight row's R values side
+// by side.
+template <int R>
+void PackInOutRows(float* HWY_RESTRICT xp, const float* HWY_RESTRICT x, size_t n_in) {
   for (size_t i = 0; i < n_in; ++i)
     for (int r = 0; r < R; ++r) xp[i * R + r] = x[r * n_in + i];
+}
+
+// kInOut strips [s0, s1) for R rows, x packed by PackInOutRows: each output's chain x[i] * W[i][o]
+// fused in increasing i from zero, then the bias (matmul.h).
+template <int R, typename WT>
+void InOutStripsRange(float* out, const float* xp, const WT* strips, const float* bias, size_t n_in,
+                      size_t n_out, size_t s0, size_t s1) {
+  const DF df;
   if constexpr (StripGroup<R>() > 1) {
     InOutStripGroups<R, StripGroup<R>()>(out, xp, strips, bias, n_in, n_out, s0, s1);
   } else {
@@ -226,24 +233,27 @@ void OutInStripGroups(float* out, const float* xp, const WT* strips, const float
     if (s < s1) OutInStripGroups<R, P / 2>(out, xp, strips, bias, K, n_out, s, s1);
 }
 
-// kOutIn lane-class strips [s0, s1) for R rows: lane l's partial sum of an output is the chain
-// over its elements i = l, l + 16, ... in order (x and W past n_in are zero in the packing: the
-// padded lanes' fma(0, 0, s) of matmul.h), each class's chains run to their end in registers;
-// then matmul.h's tree (StoreOutInStrip).
-template <int R, typename WT>
-void OutInStripsRange(float* out, const float* x, const WT* strips, const float* bias, size_t n_in,
-                      size_t n_out, size_t s0, size_t s1) {
-  const DF df;
-  const size_t K = (n_in + 15) / 16;       // steps per lane class
-  thread_local std::vector<float> packed;  // x as [l][k][R]: x[r][16 k + l], 0 past n_in
-  packed.resize(16 * K * R);
-  float* xp = packed.data();
+// x's R rows as kOutIn lane-class strips read them: xp[(l * K + k) * R + r] = x[r][16 k + l], 0
+// past n_in (the padded lanes' fma(0, 0, s) of matmul.h), K = ceil(n_in / 16).
+template <int R>
+void PackOutInRows(float* HWY_RESTRICT xp, const float* HWY_RESTRICT x, size_t n_in) {
+  const size_t K = (n_in + 15) / 16;
   for (size_t l = 0; l < 16; ++l)
     for (size_t k = 0; k < K; ++k)
       for (int r = 0; r < R; ++r) {
         const size_t i = 16 * k + l;
         xp[(l * K + k) * R + r] = i < n_in ? x[r * n_in + i] : 0.0f;
       }
+}
+
+// kOutIn lane-class strips [s0, s1) for R rows, x packed by PackOutInRows: lane l's partial sum of
+// an output is the chain over its elements i = l, l + 16, ... in order, each class's chains run
+// to their end in registers; then matmul.h's tree (StoreOutInStrip).
+template <int R, typename WT>
+void OutInStripsRange(float* out, const float* xp, const WT* strips, const float* bias, size_t n_in,
+                      size_t n_out, size_t s0, size_t s1) {
+  const DF df;
+  const size_t K = (n_in + 15) / 16;  // steps per lane class
   if constexpr (StripGroup<R>() > 1) {
     OutInStripGroups<R, StripGroup<R>()>(out, xp, strips, bias, K, n_out, s0, s1);
   } else {
@@ -256,6 +266,11 @@ void OutInStripsRange(float* out, const float* x, const WT* strips, const float*
       StoreOutInStrip<R>(acc, bias, out, s, n_out);
     }
   }
+}
+
+// Floats of x's packing per row (PackInOutRows / PackOutInRows).
+HWY_INLINE size_t PackedRowFloats(bool out_in, size_t n_in) {
+  return out_in ? (n_in + 15) / 16 * 16 : n_in;
 }
 
 #define KVLM_STRIPS_ROWS(KERNEL, rows, ...) \
@@ -286,22 +301,58 @@ void OutInStripsRange(float* out, const float* x, const WT* strips, const float*
       break;                                \
   }
 
-// Thread t of nt: its share of the strips for the rows, 8 at a time (StripsTake holds for each
-// group).
+// Packs rows [r, r + rows) of x (rows <= 8) for the layout's strips at xp.
+HWY_INLINE void PackStripRows(bool out_in, float* xp, const float* x, size_t rows, size_t n_in) {
+  if (out_in) {
+    KVLM_STRIPS_ROWS(PackOutInRows, rows, xp, x, n_in)
+  } else {
+    KVLM_STRIPS_ROWS(PackInOutRows, rows, xp, x, n_in)
+  }
+}
+
+// Strips [s0, s1) for `rows` rows (<= 8) packed at xp, out at their first row.
+template <typename WT>
+HWY_INLINE void StripRowsRange(bool out_in, float* out, const float* xp, const WT* strips,
+                               const float* bias, size_t rows, size_t n_in, size_t n_out, size_t s0,
+                               size_t s1) {
+  if (out_in) {
+    KVLM_STRIPS_ROWS(OutInStripsRange, rows, out, xp, strips, bias, n_in, n_out, s0, s1)
+  } else {
+    KVLM_STRIPS_ROWS(InOutStripsRange, rows, out, xp, strips, bias, n_in, n_out, s0, s1)
+  }
+}
+
+// Rows of prefill packed at once: each strip is read from memory once per block and serves its
+// 8-row groups from L2 (a strip of GPT-2's or a Llama's matrices is 72-540 KB of 16-bit values).
+constexpr size_t kStripBlockRows = 64;
+
+// Thread t of nt: its share of the strips for the rows. Decode (<= 8 rows): the rows' x packed,
+// then the strips streamed once. Prefill: blocks of kStripBlockRows rows, each packed whole, then
+// each strip for every 8-row group of the block in turn. Either way each output's chain is the
+// one its row gets alone (rows never share an fma), so the bits do not depend on the grouping.
 template <typename WT>
 HWY_NOINLINE void StripsThread(bool out_in, float* out, const float* x, const WT* strips,
                                const float* bias, size_t n_rows, size_t n_in, size_t n_out,
                                size_t t, size_t nt) {
   const size_t n_strips = (n_out + kStripCols - 1) / kStripCols;
   const size_t s0 = n_strips * t / nt, s1 = n_strips * (t + 1) / nt;
-  for (size_t r = 0; r < n_rows; r += kStripMaxRows) {
-    const size_t rows = std::min<size_t>(kStripMaxRows, n_rows - r);
-    float* o = out + r * n_out;
-    const float* xr = x + r * n_in;
-    if (out_in) {
-      KVLM_STRIPS_ROWS(OutInStripsRange, rows, o, xr, strips, bias, n_in, n_out, s0, s1)
+  const size_t row_floats = PackedRowFloats(out_in, n_in);
+  thread_local std::vector<float> packed;
+  for (size_t b = 0; b < n_rows && s0 < s1; b += kStripBlockRows) {
+    const size_t block = std::min(kStripBlockRows, n_rows - b);
+    packed.resize(block * row_floats);
+    for (size_t r = 0; r < block; r += kStripMaxRows)
+      PackStripRows(out_in, packed.data() + r * row_floats, x + (b + r) * n_in,
+                    std::min<size_t>(kStripMaxRows, block - r), n_in);
+    auto rows_range = [&](size_t r, size_t sa, size_t sb) {
+      StripRowsRange(out_in, out + (b + r) * n_out, packed.data() + r * row_floats, strips, bias,
+                     std::min<size_t>(kStripMaxRows, block - r), n_in, n_out, sa, sb);
+    };
+    if (block <= kStripMaxRows) {
+      rows_range(0, s0, s1);
     } else {
-      KVLM_STRIPS_ROWS(InOutStripsRange, rows, o, xr, strips, bias, n_in, n_out, s0, s1)
+      for (size_t s = s0; s < s1; ++s)
+        for (size_t r = 0; r < block; r += kStripMaxRows) rows_range(r, s, s + 1);
     }
   }
 }

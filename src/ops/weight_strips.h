@@ -1,11 +1,14 @@
-// Column strips: an F16 or BF16 weight matrix re-laid for decode (1..8 rows), so that each strip
-// of 48 outputs is one contiguous run and a thread's strips one sequential stream
-// (ops/matmul_strips-inl.h reads them):
+// Column strips: an F16, BF16 or F32 weight matrix re-laid for matmul_forward (decode and
+// prefill alike), so that each strip of 48 outputs is one contiguous run and a thread's strips one
+// sequential stream (ops/matmul_strips-inl.h reads them):
 //   [n_in, n_out] (GPT-2's Conv1D): strip s holds W[i][48 s + c], rows i in order;
-//   [n_out, n_in] (the output head): strip s holds W[48 s + c][16 k + l] grouped by lane class l,
-//   the steps k of each class in order (matmul.h's 16-lane order, one chain per class).
-// Made once at load, a second copy of the bytes (as AMX's tiles are); the kernels that read it
-// keep each output's stated order, so the bits are the same with or without it.
+//   [n_out, n_in] (nn.Linear, the output head): strip s holds W[48 s + c][16 k + l] grouped by
+//   lane class l, the steps k of each class in order (matmul.h's 16-lane order, one chain per
+//   class).
+// Made once at load, a copy of the bytes; the kernels that read it keep each output's stated
+// order, so the bits are the same with or without it. After packing, only an embedding's row
+// lookups read the stored matrix, so a checkpoint's mapped pages go cold (the kernel may drop
+// them) rather than being read beside the strips.
 #pragma once
 
 #include <cstddef>
@@ -39,8 +42,8 @@ void pack_weight_strips(void* strips, const WeightMatrix& w, int n_threads);
 // keeps its stored rows.
 bool wants_weight_strips(const WeightMatrix& w);
 
-// Turns the packing off (false: loaders keep only the stored matrix, decode reads it) or on for
-// the whole process. `kvlm` calls it for KVLM_STRIPS=0. Call it before loading.
+// Turns the packing off (false: loaders keep only the stored matrix, every kernel reads it) or
+// on for the whole process. `kvlm` calls it for KVLM_STRIPS=0. Call it before loading.
 void set_weight_strips_enabled(bool enabled);
 // Whether it is on. The GPT-2 loader also asks it before packing BF16 layers into AMX tiles for
 // vdpbf16ps's batched decode (on AMX machines the tiles are AMX's own layout and always made).

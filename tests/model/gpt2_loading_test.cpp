@@ -86,9 +86,9 @@ TEST(Gpt2Loading, ConvertOnLoadRoundsLikeTheWriter) {
 }
 
 // BF16 where vdpbf16ps does not run its products (AVX2, NEON, AVX-512 without AVX512_BF16; here
-// switched off): the loader packs column strips of every matrix, head included, decode reads
-// them, and the bits hold: cached == uncached (prefill's kernels over the matrices as stored,
-// decode's over the strips), and a sequence alone == in a batch.
+// switched off): the loader packs column strips of every matrix, head included, prefill and
+// decode read them, and the bits hold: cached == uncached, and a sequence alone == in a batch
+// (loaded_strips_test.cpp checks strips against the stored matrices).
 TEST(Gpt2Loading, Bf16WithoutVdpbf16psDecodesOverStripsBitwise) {
   const test::WithoutBf16Dot no_bf16_dot;
   test::TempDir dir;

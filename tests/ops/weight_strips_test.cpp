@@ -151,9 +151,10 @@ TEST(WeightStripsTest, F16AndBf16MatricesAndF32LayersArePackedAndTheSwitchTurnsI
   }
 }
 
-// The same bits with and without strips: rows 1..8 read the strips (see the next test), 9 (8 + 1)
-// does not, and every row count must give a row the same bits.
-TEST(WeightStripsTest, DecodeOverStripsGivesTheBitsOfTheStoredMatrix) {
+// The same bits with and without strips, for decode's row counts (1..8) and prefill's (9 = 8 + 1;
+// 64 and 71, a block of rows and past it; 130, three blocks), every row's bits those of the
+// kernels that read the stored matrix.
+TEST(WeightStripsTest, MatmulOverStripsGivesTheBitsOfTheStoredMatrix) {
   std::mt19937 rng(17);
   const test::WithoutBf16Dot no_bf16_dot;
   for_each_target([&](const SimdTarget&) {
@@ -163,7 +164,7 @@ TEST(WeightStripsTest, DecodeOverStripsGivesTheBitsOfTheStoredMatrix) {
       // fewer at a time).
       for (int n_in : {1, 5, 16, 17, 33, 65, 300})
         for (int n_out : {1, 17, 47, 48, 49, 150, 401})
-          for (int n_rows = 1; n_rows <= 9; ++n_rows) {
+          for (int n_rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 64, 71, 130}) {
             SCOPED_TRACE(name(p) + " n_in " + std::to_string(n_in) + " n_out " +
                          std::to_string(n_out) + " rows " + std::to_string(n_rows));
             const int offset = (n_in + n_out + n_rows) % 3;
@@ -193,9 +194,10 @@ TEST(WeightStripsTest, DecodeOverStripsGivesTheBitsOfTheStoredMatrix) {
   });
 }
 
-// Decode reads the strips and not the matrix as stored: zeroed strips leave only the bias, for
-// 1..8 rows of either layout; 9 rows (prefill's kernels) still see the weights.
-TEST(WeightStripsTest, DecodeReadsTheStrips) {
+// matmul_forward reads the strips and not the matrix as stored: zeroed strips leave only the
+// bias, for decode's rows and prefill's of either layout. A caller naming the tiled kernel, as
+// the kernels' own tests do, still gets the stored matrix.
+TEST(WeightStripsTest, MatmulReadsTheStrips) {
   std::mt19937 rng(29);
   const test::WithoutBf16Dot no_bf16_dot;
   for (const Packed& p : kPacked) {
@@ -204,19 +206,23 @@ TEST(WeightStripsTest, DecodeReadsTheStrips) {
       std::vector<uint8_t> zeros(weight_strips_bytes(m.view), 0);
       WeightMatrix packed = m.view;
       packed.strips = zeros.data();
-      const std::vector<float> x = test::random_normals(9 * 40, rng);
+      const std::vector<float> x = test::random_normals(130 * 40, rng);
       const std::vector<float> bias = test::random_normals(60, rng);
-      for (int n_rows = 1; n_rows <= 9; ++n_rows) {
+      auto bias_only = [&](const std::vector<float>& out) {
+        size_t n = 0;
+        for (size_t k = 0; k < out.size(); ++k) n += out[k] == bias[k % 60];
+        return n;
+      };
+      for (int n_rows : {1, 2, 3, 8, 9, 64, 65, 130}) {
         std::vector<float> out(static_cast<size_t>(n_rows) * 60);
         matmul_forward(out.data(), x.data(), packed, bias.data(), n_rows, Parallel{2});
-        size_t bias_only = 0;
-        for (size_t k = 0; k < out.size(); ++k) bias_only += out[k] == bias[k % 60];
-        if (n_rows <= 8) {
-          EXPECT_EQ(bias_only, out.size()) << n_rows << " rows: not every output read the strips";
-        } else {
-          EXPECT_LT(bias_only, out.size() / 10) << n_rows << " rows read the strips";
-        }
+        EXPECT_EQ(bias_only(out), out.size())
+            << n_rows << " rows: not every output read the strips";
       }
+      std::vector<float> tiled(9 * 60);
+      matmul_forward_path(tiled.data(), x.data(), packed, bias.data(), 9, Parallel{2},
+                          MatmulPath::kTiled);
+      EXPECT_LT(bias_only(tiled), tiled.size() / 10) << "the tiled path read the strips";
     });
   }
 }
