@@ -6,7 +6,16 @@
 
 namespace kvlm {
 
-void attach_weight_strips(const std::vector<WeightMatrix*>& matrices, OwnedTensors& owned) {
+bool weight_strips_fit(size_t strips_bytes, size_t available) {
+  return strips_bytes <= available / 4 * 3;
+}
+
+void attach_weight_strips(const std::vector<WeightMatrix*>& matrices, OwnedTensors& owned,
+                          size_t available) {
+  size_t total = 0;
+  for (const WeightMatrix* m : matrices)
+    if (wants_weight_strips(*m)) total += weight_strips_bytes(*m);
+  if (total == 0 || !weight_strips_fit(total, available)) return;
   const int threads = omp_get_max_threads();
   for (WeightMatrix* m : matrices)
     if (wants_weight_strips(*m)) {

@@ -1,20 +1,27 @@
 // Column strips attached by the loaders (model/decode_strips.h): a Llama checkpoint's F16
 // matrices and a GPT-2 one's all get strips, prefill and decode both read them, and the bits are
 // those of the stored matrices: cached == uncached, a sequence alone == in a batch, and strips on
-// == strips off (KVLM_STRIPS=0), with prompts longer than a block of prefill's rows (64).
+// == strips off (KVLM_STRIPS=0), with prompts longer than a block of prefill's rows (64); and
+// none are made where they would not fit in memory.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
+#include "model/decode_strips.h"
 #include "model/gpt2.h"
 #include "model/llama.h"
 #include "model/llama_random.h"
 #include "model/loader.h"
 #include "model/random_gpt2.h"
+#include "ops/dtype.h"
+#include "ops/matmul.h"
 #include "ops/weight_strips.h"
 #include "support/generation.h"
+#include "support/random_values.h"
 #include "support/test_support.h"
+#include "util/available_memory.h"
 
 namespace kvlm {
 namespace {
@@ -112,6 +119,38 @@ TEST(LoadedStrips, Gpt2F16PrefillAndDecodeReadStripsWithTheStoredBits) {
   }
   ASSERT_TRUE(without.is_ok()) << without.message();
   expect_bits_of_the_stored_matrices(*with.value(), *without.value(), config.n_vocab);
+}
+
+// The strips are made only where their bytes fit in three quarters of the available memory;
+// without them the kernels read the stored matrices, with the same bits.
+TEST(LoadedStrips, NoStripsWhereTheyDoNotFit) {
+  EXPECT_TRUE(weight_strips_fit(750, 1000));
+  EXPECT_FALSE(weight_strips_fit(751, 1000));
+  EXPECT_FALSE(weight_strips_fit(1, 0));
+  const size_t available = available_memory_bytes();
+  EXPECT_GT(available, size_t{0}) << "no memory available, as /proc/meminfo or sysconf tell it";
+
+  std::mt19937 rng(3);
+  std::vector<uint16_t> a(64 * 100), b(100 * 64);
+  for (uint16_t& v : a) v = f32_to_f16(std::normal_distribution<float>(0, 0.5f)(rng));
+  for (uint16_t& v : b) v = f32_to_f16(std::normal_distribution<float>(0, 0.5f)(rng));
+  const WeightMatrix stored_a{a.data(), DType::kF16, WeightLayout::kOutIn, 64, 100};
+  const WeightMatrix stored_b{b.data(), DType::kF16, WeightLayout::kInOut, 100, 64};
+  const size_t bytes = weight_strips_bytes(stored_a) + weight_strips_bytes(stored_b);
+  const std::vector<float> x = test::random_normals(70 * 100, rng);
+  for (size_t room : {bytes * 4 / 3 - 4, bytes * 4 / 3 + 4}) {
+    WeightMatrix ma = stored_a, mb = stored_b;
+    OwnedTensors owned;
+    attach_weight_strips({&ma, &mb}, owned, room);
+    const bool fits = room >= bytes * 4 / 3;
+    EXPECT_EQ(ma.strips != nullptr, fits) << room << " bytes available for " << bytes;
+    EXPECT_EQ(mb.strips != nullptr, fits) << room << " bytes available for " << bytes;
+    EXPECT_EQ(owned.n_bytes, fits ? bytes : 0);
+    std::vector<float> with(70 * 100), plain(70 * 100);
+    matmul_forward(with.data(), x.data(), ma, nullptr, 70, Parallel{2});
+    matmul_forward(plain.data(), x.data(), stored_a, nullptr, 70, Parallel{2});
+    EXPECT_TRUE(test::bitwise_equal(with, plain));
+  }
 }
 
 }  // namespace
