@@ -18,7 +18,7 @@
 // kernels_bench's four layer shapes at batch 1 went from 30-34 to 56-77 GB/s.
 // Prefill too (Zen 5, 2026-12-07, `kvlm bench`, strips against the stored kernels, interleaved):
 // GPT-2's shape, prefill of 512, F16 1.06-1.19x, F32 1.06-1.28x, BF16 without vdpbf16ps 1.15-1.17x,
-// F16 pinned to AVX2 1.04-1.09x; a SmolLM-135M-shaped Llama (576 wide) 0.96-1.20x. So once
+// F16 pinned to AVX2 1.06-1.09x; a SmolLM-135M-shaped Llama (576 wide) 0.96-1.20x. So once
 // the strips are made, nothing reads the stored matrix but the embedding's rows.
 
 // Per-target include guard: this file is included once per Highway target.
@@ -323,7 +323,7 @@ HWY_INLINE void StripRowsRange(bool out_in, float* out, const float* xp, const W
 }
 
 // Rows of prefill packed at once: each strip is read from memory once per block and serves its
-// 8-row groups from L2 (a strip of GPT-2's or a Llama's matrices is 72-540 KB of 16-bit values).
+// 8-row groups from L2 (a strip of GPT-2's or a Llama's matrices is 74-541 KB of 16-bit values).
 constexpr size_t kStripBlockRows = 64;
 
 // Thread t of nt: its share of the strips for the rows. Decode (<= 8 rows): the rows' x packed,

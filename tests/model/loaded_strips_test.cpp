@@ -21,19 +21,11 @@
 #include "support/generation.h"
 #include "support/random_values.h"
 #include "support/test_support.h"
+#include "support/without_strips.h"
 #include "util/available_memory.h"
 
 namespace kvlm {
 namespace {
-
-// Loads with the packing switched off, then on again.
-class WithoutStrips {
- public:
-  WithoutStrips() { set_weight_strips_enabled(false); }
-  ~WithoutStrips() { set_weight_strips_enabled(true); }
-  WithoutStrips(const WithoutStrips&) = delete;
-  WithoutStrips& operator=(const WithoutStrips&) = delete;
-};
 
 // A Llama with several strips per matrix (n_ff 176: 3 strips and a part), grouped-query heads,
 // and room for a prompt past a block of rows.
@@ -88,7 +80,7 @@ TEST(LoadedStrips, LlamaF16MatricesAreReadAsStripsWithTheStoredBits) {
   EXPECT_NE(llama->weights().lm_head.strips, nullptr) << "the tied F16 head has no strips";
   Result<std::unique_ptr<Model>> without = Status::error("not loaded");
   {
-    const WithoutStrips off;
+    const test::WithoutStrips off;
     without = load_model(dir.path(), {});
   }
   ASSERT_TRUE(without.is_ok()) << without.message();
@@ -114,7 +106,7 @@ TEST(LoadedStrips, Gpt2F16PrefillAndDecodeReadStripsWithTheStoredBits) {
   EXPECT_NE(gpt2->weights().lm_head.strips, nullptr);
   Result<std::unique_ptr<Model>> without = Status::error("not loaded");
   {
-    const WithoutStrips off;
+    const test::WithoutStrips off;
     without = load_model(dir.path(), {});
   }
   ASSERT_TRUE(without.is_ok()) << without.message();
