@@ -421,7 +421,7 @@ KVLM_BF16DOT_NOINLINE void InOutStreamRegThread(float* out, const float* x, cons
 // (the strips are stored in order), so the others started cold at every group: every 384 pairs
 // of GPT-2's 768-input matrices at 16 columns a strip. Zen 5, BF16, 8 rows, 2 threads, interleaved
 // in one process: c_fc's shape 1.19x the GB/s, c_attn's 1.12x, mlp.c_proj's (3072 inputs) 1.04x;
-// `kvlm bench --weights bf16 --decode-only` batch 8 1.04-1.18x (3 interleaved pairs).
+// `kvlm bench --weights bf16 --decode-only` batch 8 1.09x (median of 6 pairs, 0.85-1.18x).
 template <int V>
 struct GroupStreams {
   const uint16_t* w[V];     // stream v's strip
