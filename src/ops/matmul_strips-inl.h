@@ -30,11 +30,13 @@
 #endif
 
 #include <algorithm>
+#include <tuple>
 #include <vector>
 
 #include "hwy/highway.h"
 #include "ops/matmul_stream_tile-inl.h"
 #include "ops/simd_weights-inl.h"
+#include "ops/stealable_shares.h"
 #include "ops/thread_team.h"
 #include "ops/weight_strips.h"
 
@@ -98,12 +100,15 @@ HWY_INLINE void StripSteps(float* HWY_RESTRICT acc, const float* HWY_RESTRICT xp
 // cached 1.05-1.27x the tokens/s as the bus was slower or faster, 900 cached 1.09-1.16x, batch 2
 // 1.19x, batch 3 1.08x; pinned to AVX2 1.07x). Four rows over 2 strips ran 0.97x: from 4 rows on,
 // one strip's register tiles already hold 12 chains.
+constexpr size_t StripGroupFor(size_t rows) {
+  if (rows > 3) return 1;
+  size_t p = 1;
+  while (2 * p * rows * kStripVecs <= static_cast<size_t>(kStreamAccRegs)) p *= 2;
+  return p;
+}
 template <int R>
 constexpr size_t StripGroup() {
-  if (R > 3) return 1;
-  size_t p = 1;
-  while (2 * p * R * kStripVecs <= static_cast<size_t>(kStreamAccRegs)) p *= 2;
-  return p;
+  return StripGroupFor(R);
 }
 
 // n_steps steps of R rows' chains over P strips at once, each chain starting from zero in
@@ -326,14 +331,33 @@ HWY_INLINE void StripRowsRange(bool out_in, float* out, const float* xp, const W
 // 8-row groups from L2 (a strip of GPT-2's or a Llama's matrices is 74-541 KB of 16-bit values).
 constexpr size_t kStripBlockRows = 64;
 
-// Thread t of nt: its share of the strips for the rows. Decode (<= 8 rows): the rows' x packed,
-// then the strips streamed once. Prefill: blocks of kStripBlockRows rows, each packed whole, then
-// each strip for every 8-row group of the block in turn. Either way each output's chain is the
-// one its row gets alone (rows never share an fma), so the bits do not depend on the grouping.
+// Decode (<= 8 rows), member t: the rows' x packed, then pieces of strips claimed from `shares`
+// (its own run of strips front to back, `grain` at a time, then halves taken over from a slower
+// member: ops/stealable_shares.h), each streamed once. Grain: the strips a group reads at once,
+// so a piece keeps its groups whole. GPT-2's shape, F16, whole decode steps interleaved in one
+// process against halves fixed in advance (Zen 5, 2 threads, 16-24 rounds): batch 8 1.04x
+// [0.96-1.10], batch 1 1.07x [0.73-1.15] (perf: the worker's time waiting at the end of a
+// job 14% -> 7%).
 template <typename WT>
-HWY_NOINLINE void StripsThread(bool out_in, float* out, const float* x, const WT* strips,
-                               const float* bias, size_t n_rows, size_t n_in, size_t n_out,
-                               size_t t, size_t nt) {
+HWY_NOINLINE void StripsDecodeThread(bool out_in, float* out, const float* x, const WT* strips,
+                                     const float* bias, size_t n_rows, size_t n_in, size_t n_out,
+                                     int t, StealableShares& shares) {
+  thread_local std::vector<float> packed;
+  packed.resize(n_rows * PackedRowFloats(out_in, n_in));
+  PackStripRows(out_in, packed.data(), x, n_rows, n_in);
+  const size_t grain = StripGroupFor(n_rows);
+  for (auto [s0, s1] = shares.claim(t, grain); s0 < s1; std::tie(s0, s1) = shares.claim(t, grain))
+    StripRowsRange(out_in, out, packed.data(), strips, bias, n_rows, n_in, n_out, s0, s1);
+}
+
+// Prefill (more than 8 rows), member t of nt: its static share of the strips, for blocks of
+// kStripBlockRows rows, each packed whole, then each strip for every 8-row group of the block in
+// turn. Each output's chain is the one its row gets alone (rows never share an fma), so the bits
+// depend neither on the grouping nor on which member computes a strip.
+template <typename WT>
+HWY_NOINLINE void StripsPrefillThread(bool out_in, float* out, const float* x, const WT* strips,
+                                      const float* bias, size_t n_rows, size_t n_in, size_t n_out,
+                                      size_t t, size_t nt) {
   const size_t n_strips = (n_out + kStripCols - 1) / kStripCols;
   const size_t s0 = n_strips * t / nt, s1 = n_strips * (t + 1) / nt;
   const size_t row_floats = PackedRowFloats(out_in, n_in);
@@ -348,7 +372,7 @@ HWY_NOINLINE void StripsThread(bool out_in, float* out, const float* x, const WT
       StripRowsRange(out_in, out + (b + r) * n_out, packed.data() + r * row_floats, strips, bias,
                      std::min<size_t>(kStripMaxRows, block - r), n_in, n_out, sa, sb);
     };
-    if (block <= kStripMaxRows) {
+    if (block <= kStripMaxRows) {  // the last block's few rows: their strips as one range
       rows_range(0, s0, s1);
     } else {
       for (size_t s = s0; s < s1; ++s)
@@ -373,8 +397,15 @@ HWY_INLINE void StripsForwardAs(float* out, const float* x, const WeightMatrix& 
                                 const float* bias, size_t n_rows, int n_threads) {
   const auto* ws = static_cast<const WT*>(w.strips);
   const bool out_in = w.layout == WeightLayout::kOutIn;
-  run_team(n_threads, [&](int t, int nt) {
-    StripsThread(out_in, out, x, ws, bias, n_rows, w.n_in, w.n_out, t, nt);
+  if (n_rows > kStripMaxRows) {
+    run_team(n_threads, [&](int t, int nt) {
+      StripsPrefillThread(out_in, out, x, ws, bias, n_rows, w.n_in, w.n_out, t, nt);
+    });
+    return;
+  }
+  StealableShares shares((w.n_out + kStripCols - 1) / kStripCols, std::max(n_threads, 1));
+  run_team(n_threads, [&](int t, int) {
+    StripsDecodeThread(out_in, out, x, ws, bias, n_rows, w.n_in, w.n_out, t, shares);
   });
 }
 
