@@ -23,10 +23,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "ops/matmul_bf16dot.h"
 #include "ops/prefetch.h"
+#include "ops/stealable_shares.h"
 #include "ops/thread_team.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -414,9 +416,10 @@ KVLM_BF16DOT_NOINLINE void InOutStreamRegThread(float* out, const float* x, cons
   }
 }
 
-// The V streams of a group of strips read side by side (each strip `strip_values` long; the
-// thread's strips end at `end`), each fetched `ahead` vectors before it is read: within its own
-// strip while it lasts, then in the strip the same stream reads in the next group (V strips on).
+// The V streams of a group of strips [sb, end) read side by side (each strip `strip_values`
+// long), each fetched `ahead` vectors before it is read: within its own strip while it lasts, then
+// in the strip the same stream reads in the next group (V strips on, below `next_end`: the end of
+// the strips the thread expects to read next).
 // A fetch that ran on past its strip in memory reached the next group only for the last stream
 // (the strips are stored in order), so the others started cold at every group: every 384 pairs
 // of GPT-2's 768-input matrices at 16 columns a strip. Zen 5, BF16, 8 rows, 2 threads, interleaved
@@ -429,12 +432,13 @@ struct GroupStreams {
   size_t n_vecs;            // 32-value vectors per strip
 
   KVLM_BF16DOT_INLINE GroupStreams(const uint16_t* strips, size_t strip_values, size_t sb,
-                                   size_t end) {
+                                   size_t end, size_t next_end) {
     n_vecs = strip_values / 32;
     const size_t nv = std::min<size_t>(V, end - sb), next_sb = sb + V;
     for (int v = 0; v < V; ++v) {
       w[v] = strips + (sb + std::min<size_t>(v, nv - 1)) * strip_values;
-      next[v] = next_sb < end ? strips + std::min(next_sb + v, end - 1) * strip_values : nullptr;
+      next[v] = next_sb < next_end ? strips + std::min(next_sb + v, next_end - 1) * strip_values
+                                   : nullptr;
     }
   }
   // Fetches stream v's vector k + ahead, then loads its vector k.
@@ -456,31 +460,27 @@ struct GroupStreams {
 // in registers over all pairs, x pairs broadcast from a packed copy: no pairing permutes, and V
 // sequential streams instead of 64-byte pieces of rows kilobytes apart. Each output is one chain
 // over the pairs in increasing order from zero, so the bits are InOutStreamRegThread's.
+// At most 8 strips (streams) at once: one or two rows would take 24 or 12, and batch-1 decode
+// over 24 interleaved streams ran at half the rate of 4 to 8 (Zen 5, kernels_bench's layer
+// shapes, 2 threads: 87-167 us against 49-61 us).
 template <int R>
-KVLM_BF16DOT_NOINLINE void InOutTilesThread(float* out, const float* x, const uint16_t* tiles,
-                                            const float* bias, size_t n_in, size_t n_out, size_t t,
-                                            size_t nt) {
-  // At most 8 strips (streams) at once: one or two rows would take 24 or 12, and batch-1 decode
-  // over 24 interleaved streams ran at half the rate of 4 to 8 (Zen 5, kernels_bench's layer
-  // shapes, 2 threads: 87-167 us against 49-61 us).
-  constexpr int V = std::min(8, 24 / R);
+constexpr int kTilesGroup = std::min(8, 24 / R);
+
+// Strips [s0, s1) of InOutTilesThread, x pairs packed at a; the thread reads on to next_end.
+// A function of its own: with the claims of InOutTilesThread around its loop, GCC 12 kept the 24
+// accumulators of 8 rows on the stack (65 instructions a pair step against 41).
+template <int R>
+KVLM_BF16DOT_NOINLINE void InOutTilesRange(float* out, const uint32_t* a, const uint16_t* tiles,
+                                           const float* bias, size_t n_in, size_t n_out, size_t s0,
+                                           size_t s1, size_t next_end) {
+  constexpr int V = kTilesGroup<R>;
   // Each stream's lines fetched this many pairs ahead (8-64 measured alike, batch-8 decode).
   constexpr size_t kAheadPairs = 32;
   const size_t n_pairs = (n_in + 1) / 2;
   const size_t strip_values = (n_in + 31) / 32 * 512;
-  const size_t n_strips = (n_out + kLanes - 1) / kLanes;
-  const size_t s0 = n_strips * t / nt, s1 = n_strips * (t + 1) / nt;
-  if (s0 >= s1) return;
-  thread_local std::vector<uint32_t> packed;
-  packed.resize(n_pairs * R);
-  uint32_t* a = packed.data();
-  for (size_t p0 = 0; p0 < n_pairs; p0 += kStreamPairs) {
-    const size_t pc = std::min(kStreamPairs, n_pairs - p0);
-    PackRowPairs(a + p0 * R, R, x, n_in, R, p0, pc);
-  }
   for (size_t sb = s0; sb < s1; sb += V) {
     const int nv = static_cast<int>(std::min<size_t>(V, s1 - sb));
-    const GroupStreams<V> streams(tiles, strip_values, sb, s1);
+    const GroupStreams<V> streams(tiles, strip_values, sb, s1, next_end);
     __m512 acc[R][V];
     for (int r = 0; r < R; ++r)
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
@@ -504,6 +504,32 @@ KVLM_BF16DOT_NOINLINE void InOutTilesThread(float* out, const float* x, const ui
   }
 }
 
+// Member t's strips of a Range kernel below (InOutTilesRange, OutInStripsRange): x's R rows
+// packed as pairs [p][R] for pairs [0, n_pairs), then a group of strips a claim
+// (ops/stealable_shares.h), its streams fetching on into the rest of the member's share, the
+// group it most likely claims next.
+template <int R, class Range>
+KVLM_BF16DOT_INLINE void ClaimedGroups(const float* x, size_t n_in, size_t n_pairs, int t,
+                                       StealableShares& shares, size_t grain, Range&& range) {
+  thread_local std::vector<uint32_t> packed;
+  packed.resize(n_pairs * R);
+  uint32_t* a = packed.data();
+  for (size_t p0 = 0; p0 < n_pairs; p0 += kStreamPairs)
+    PackRowPairs(a + p0 * R, R, x, n_in, R, p0, std::min(kStreamPairs, n_pairs - p0));
+  for (auto [s0, s1] = shares.claim(t, grain); s0 < s1; std::tie(s0, s1) = shares.claim(t, grain))
+    range(a, s0, s1, std::max<size_t>(s1, shares.share_end(t)));
+}
+
+template <int R>
+KVLM_BF16DOT_NOINLINE void InOutTilesThread(float* out, const float* x, const uint16_t* tiles,
+                                            const float* bias, size_t n_in, size_t n_out, int t,
+                                            StealableShares& shares) {
+  ClaimedGroups<R>(x, n_in, (n_in + 1) / 2, t, shares, kTilesGroup<R>,
+                   [&](const uint32_t* a, size_t s0, size_t s1, size_t next_end) {
+                     InOutTilesRange<R>(out, a, tiles, bias, n_in, n_out, s0, s1, next_end);
+                   });
+}
+
 // kOutIn batched decode over the head's pair strips packed at load (pack_bf16dot_head_strips):
 // lane l of an output's stated chain is, for 16 outputs at once, one vdpbf16ps chain over the
 // strip's class-l vectors, chunk by chunk. R (3..8) rows x V strips of a class's chains run in
@@ -511,24 +537,21 @@ KVLM_BF16DOT_NOINLINE void InOutTilesThread(float* out, const float* x, const ui
 // elementwise across each strip's 16 outputs: no lane sums per output, no x re-rounded per tile,
 // and each strip one contiguous stream. Padded pairs are zeros, as the stated order reads them.
 template <int R>
-KVLM_BF16DOT_NOINLINE void OutInStripsThread(float* out, const float* x, const uint16_t* strips,
-                                             const float* bias, size_t n_in, size_t n_out, size_t t,
-                                             size_t nt) {
-  constexpr int V = std::max(1, 24 / R);
+constexpr int kHeadStripsGroup = std::max(1, 24 / R);
+
+// Strips [s0, s1) of OutInStripsThread, x pairs p = 16 c + l for every row packed at a ([p][R]);
+// the thread reads on to next_end. A function of its own, as InOutTilesRange.
+template <int R>
+KVLM_BF16DOT_NOINLINE void OutInStripsRange(float* out, const uint32_t* a, const uint16_t* strips,
+                                            const float* bias, size_t n_in, size_t n_out, size_t s0,
+                                            size_t s1, size_t next_end) {
+  constexpr int V = kHeadStripsGroup<R>;
   constexpr size_t kAheadVecs = 32;  // each stream's lines fetched this many vectors ahead
-  const size_t C = (n_in + 31) / 32, n_pairs = 16 * C, strip_values = 16 * C * 32;
-  const size_t n_strips = (n_out + kLanes - 1) / kLanes;
-  const size_t s0 = n_strips * t / nt, s1 = n_strips * (t + 1) / nt;
-  if (s0 >= s1) return;
-  thread_local std::vector<uint32_t> packed;  // x pairs p = 16 c + l for every row: [p][R]
-  packed.resize(n_pairs * R);
-  uint32_t* a = packed.data();
-  for (size_t p0 = 0; p0 < n_pairs; p0 += kStreamPairs)
-    PackRowPairs(a + p0 * R, R, x, n_in, R, p0, std::min(kStreamPairs, n_pairs - p0));
+  const size_t C = (n_in + 31) / 32, strip_values = 16 * C * 32;
   alignas(64) float sums[16][R][V][kLanes];
   for (size_t sb = s0; sb < s1; sb += V) {
     const int nv = static_cast<int>(std::min<size_t>(V, s1 - sb));
-    const GroupStreams<V> streams(strips, strip_values, sb, s1);
+    const GroupStreams<V> streams(strips, strip_values, sb, s1, next_end);
     for (size_t l = 0; l < 16; ++l) {
       __m512 acc[R][V];
       for (int r = 0; r < R; ++r)
@@ -768,22 +791,36 @@ void OutInAll(float* out, const float* x, const uint16_t* w, const float* bias, 
                [&](size_t t) { OutInOutputTile<RO, RR>(out, x, w, bias, n_rows, n_in, n_out, t); });
 }
 
+// The x pairs p = 16 c + l of every row, as OutInStripsRange reads them.
+template <int R>
+KVLM_BF16DOT_NOINLINE void OutInStripsThread(float* out, const float* x, const uint16_t* strips,
+                                             const float* bias, size_t n_in, size_t n_out, int t,
+                                             StealableShares& shares) {
+  ClaimedGroups<R>(x, n_in, 16 * ((n_in + 31) / 32), t, shares, kHeadStripsGroup<R>,
+                   [&](const uint32_t* a, size_t s0, size_t s1, size_t next_end) {
+                     OutInStripsRange<R>(out, a, strips, bias, n_in, n_out, s0, s1, next_end);
+                   });
+}
+
 using StreamFn = void (*)(float*, const float*, const uint16_t*, const float*, size_t, size_t,
                           size_t, size_t);
 constexpr StreamFn kStreamFns[kStreamMaxRows] = {
     InOutStreamThread<1>, InOutStreamThread<2>, InOutStreamThread<3>, InOutStreamThread<4>,
     InOutStreamThread<5>, InOutStreamThread<6>, InOutStreamThread<7>, InOutStreamThread<8>};
-constexpr StreamFn kTilesFns[kStreamMaxRows] = {
+// The kernels over strips packed at load, which claim groups of strips from shared shares.
+using SharedStreamFn = void (*)(float*, const float*, const uint16_t*, const float*, size_t, size_t,
+                                int, StealableShares&);
+constexpr SharedStreamFn kTilesFns[kStreamMaxRows] = {
     InOutTilesThread<1>, InOutTilesThread<2>, InOutTilesThread<3>, InOutTilesThread<4>,
     InOutTilesThread<5>, InOutTilesThread<6>, InOutTilesThread<7>, InOutTilesThread<8>};
-constexpr StreamFn kHeadStripsFns[kStreamMaxRows] = {nullptr,
-                                                     nullptr,
-                                                     OutInStripsThread<3>,
-                                                     OutInStripsThread<4>,
-                                                     OutInStripsThread<5>,
-                                                     OutInStripsThread<6>,
-                                                     OutInStripsThread<7>,
-                                                     OutInStripsThread<8>};
+constexpr SharedStreamFn kHeadStripsFns[kStreamMaxRows] = {nullptr,
+                                                           nullptr,
+                                                           OutInStripsThread<3>,
+                                                           OutInStripsThread<4>,
+                                                           OutInStripsThread<5>,
+                                                           OutInStripsThread<6>,
+                                                           OutInStripsThread<7>,
+                                                           OutInStripsThread<8>};
 constexpr StreamFn kStreamRegFns[kStreamMaxRows] = {
     InOutStreamThread<1>,    InOutStreamThread<2>,    InOutStreamRegThread<3>,
     InOutStreamRegThread<4>, InOutStreamRegThread<5>, InOutStreamRegThread<6>,
@@ -801,8 +838,9 @@ void matmul_bf16dot_forward(float* out, const float* x, const WeightMatrix& w, c
     // The head's pair strips packed at load: batched decode of 3..8 rows.
     if (w.bf16dot_pairs && I > 0 && T <= static_cast<size_t>(kStreamMaxRows) &&
         kHeadStripsFns[T - 1]) {
-      run_team(n_threads, [&](int t, int nt) {
-        kHeadStripsFns[T - 1](out, x, w.bf16dot_pairs, bias, I, O, t, nt);
+      StealableShares shares((O + kLanes - 1) / kLanes, n_threads);
+      run_team(n_threads, [&](int t, int) {
+        kHeadStripsFns[T - 1](out, x, w.bf16dot_pairs, bias, I, O, t, shares);
       });
       return;
     }
@@ -829,16 +867,16 @@ void matmul_bf16dot_forward(float* out, const float* x, const WeightMatrix& w, c
   for (size_t r = 0; r < T; r += kStreamMaxRows) {
     const size_t rows = std::min<size_t>(kStreamMaxRows, T - r);
     // n_in == 0: the one-pass kernel stores the bias (the register tiles run no pass at all).
-    const StreamFn* fns = I == 0 ? kStreamFns : kStreamRegFns;
-    StreamFn fn = fns[rows - 1];
-    const uint16_t* wr = wb;
-    if (w.amx_tiles && I > 0) {  // the tiles packed at load
-      fn = kTilesFns[rows - 1];
-      wr = w.amx_tiles;
-    }
     float* o = out + r * O;
     const float* xr = x + r * I;
-    run_team(n_threads, [&](int t, int nt) { fn(o, xr, wr, bias, I, O, t, nt); });
+    if (w.amx_tiles && I > 0) {  // the tiles packed at load
+      const SharedStreamFn fn = kTilesFns[rows - 1];
+      StealableShares shares((O + kLanes - 1) / kLanes, n_threads);
+      run_team(n_threads, [&](int t, int) { fn(o, xr, w.amx_tiles, bias, I, O, t, shares); });
+      continue;
+    }
+    const StreamFn fn = (I == 0 ? kStreamFns : kStreamRegFns)[rows - 1];
+    run_team(n_threads, [&](int t, int nt) { fn(o, xr, wb, bias, I, O, t, nt); });
   }
 }
 

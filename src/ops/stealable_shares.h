@@ -49,6 +49,10 @@ class StealableShares {
     }
   }
 
+  // Where member t's unclaimed share ends now: the items it will most likely claim next run up to
+  // here (a kernel may fetch ahead into them), unless another member takes them over first.
+  size_t share_end(int t) const { return back(shares_[t].bounds.load(std::memory_order_relaxed)); }
+
  private:
   // front << 32 | back of a share's unclaimed items: one word, so the owner's claims from the
   // front and another member's from the back never overlap.
