@@ -24,6 +24,7 @@ namespace kvlm {
 
 class StealableShares {
  public:
+  // n_items below 2^32 (a share packs its front and back into one word).
   StealableShares(size_t n_items, int n_members)
       : n_members_(std::max(n_members, 1)), shares_(new Share[n_members_]) {
     for (int t = 0; t < n_members_; ++t) {
