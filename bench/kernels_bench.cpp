@@ -186,7 +186,7 @@ BENCHMARK(BM_Matmul)->Apply(MatmulArgs)->UseRealTime()->Unit(benchmark::kMicrose
 void MatmulInCacheArgs(benchmark::internal::Benchmark* b) {
   for (int shape : {0, 1, 2, 3, 5, 6, 7, 8})
     for (int rows : {1, 8})
-      for (int type : {0, 1, 2})
+      for (int type : {0, 1, 2, 3})
         for (int threads : {1, 2}) b->Args({shape, rows, type, threads, 0});
 }
 BENCHMARK(BM_MatmulInCache)

@@ -6,17 +6,22 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
 #include "ops/dispatch.h"
 #include "ops/matmul_q8act_kernels.h"
 #include "ops/quant.h"
+#include "ops/stealable_shares.h"
 #include "ops/thread_team.h"
 
 namespace kvlm {
 
 namespace {
+
+// Up to this many rows a call is decode (batched), whose weights are read once a step.
+constexpr int kDecodeRows = 8;
 
 // The activation block each weight type's kernel reads.
 size_t activation_block(DType type) {
@@ -50,9 +55,10 @@ int32_t weight_offset(DType type) {
   }
 }
 
-// One row: q [n], d [n / block], off4 [n / 4] (when `offset`), sum32 [n / 32] (when `sums`).
-void quantize_activation_row(int8_t* q, float* d, int32_t* off4, int32_t* sum32, const float* x,
-                             size_t n, size_t block, int32_t offset, bool sums) {
+// The scalar quantizer, the definition every SIMD one matches (q8act::RowQuantizer's contract:
+// q [n], d [n / block], off4 [n / 4] when offset != 0, sum32 [n / 32] when not null).
+void quantize_activation_row_scalar(int8_t* q, float* d, int32_t* off4, int32_t* sum32,
+                                    const float* x, size_t n, size_t block, int32_t offset) {
   for (size_t b = 0; b < n / block; ++b) {
     const float* xb = x + b * block;
     float amax = 0.0f;
@@ -70,12 +76,31 @@ void quantize_activation_row(int8_t* q, float* d, int32_t* off4, int32_t* sum32,
   if (offset != 0)
     for (size_t k = 0; k < n / 4; ++k)
       off4[k] = -offset * (q[4 * k] + q[4 * k + 1] + q[4 * k + 2] + q[4 * k + 3]);
-  if (sums)
+  if (sum32 != nullptr)
     for (size_t k = 0; k < n / 32; ++k) {
       int32_t sum = 0;
       for (size_t i = 0; i < 32; ++i) sum += q[32 * k + i];
       sum32[k] = sum;
     }
+}
+
+// The SIMD kernel or quantizer this CPU and the active SIMD target run: AVX512-VNNI's on the
+// AVX-512 targets; AVX2's on the AVX2 and AVX-512 targets (a pinned AVX2 target runs it, so the
+// tests reach it on an AVX-512 machine too); null where neither runs (or is built).
+template <class Fn>
+Fn simd_choice(Fn avx512_vnni, Fn avx2) {
+  const int64_t target = active_simd_target_id();
+  if (simd_target_is_avx512(target) && q8act::cpu_has_avx512_vnni() && avx512_vnni != nullptr)
+    return avx512_vnni;
+  const bool avx2_target = simd_target_is_avx512(target) || active_simd_target() == "AVX2";
+  if (avx2_target && q8act::cpu_has_avx2() && avx2 != nullptr) return avx2;
+  return nullptr;
+}
+
+q8act::RowQuantizer row_quantizer() {
+  const q8act::RowQuantizer simd =
+      simd_choice(q8act::avx512_row_quantizer(), q8act::avx2_row_quantizer());
+  return simd != nullptr ? simd : quantize_activation_row_scalar;
 }
 
 // The buffers behind a Q8Rows, kept per calling thread and grown as needed: matmul_forward
@@ -88,7 +113,7 @@ struct ActivationScratch {
 };
 
 Q8Rows quantize_activations(ActivationScratch& s, const float* x, size_t n_rows, size_t n_in,
-                            DType type, int n_threads) {
+                            DType type, q8act::RowQuantizer quantize_row, int n_threads) {
   const size_t block = activation_block(type);
   const int32_t offset = weight_offset(type);
   const bool sums = type == DType::kQ4_K;
@@ -102,9 +127,8 @@ Q8Rows quantize_activations(ActivationScratch& s, const float* x, size_t n_rows,
   int32_t* sum32 = s.sum32.data();
   const int threads = n_rows * n_in >= (1u << 16) ? n_threads : 1;
   parallel_for(threads, size_t{n_rows}, [&](size_t r) {
-    quantize_activation_row(q + r * n_in, d + r * (n_in / block), off4 + r * (n_in / 4),
-                            sums ? sum32 + r * (n_in / 32) : nullptr, x + r * n_in, n_in, block,
-                            offset, sums);
+    quantize_row(q + r * n_in, d + r * (n_in / block), off4 + r * (n_in / 4),
+                 sums ? sum32 + r * (n_in / 32) : nullptr, x + r * n_in, n_in, block, offset);
   });
   return Q8Rows{q, d, off4, sums ? sum32 : nullptr, n_in, block};
 }
@@ -219,15 +243,7 @@ size_t row_bytes_of(const WeightMatrix& w) {
 }
 
 q8act::Kernel simd_kernel(DType type) {
-  const int64_t target = active_simd_target_id();
-  if (simd_target_is_avx512(target) && q8act::cpu_has_avx512_vnni())
-    if (q8act::Kernel k = q8act::avx512_vnni_kernel(type)) return k;
-  // AVX2's kernel on the AVX2 and AVX-512 targets (a pinned AVX2 target runs it, so the tests
-  // reach it on an AVX-512 machine too).
-  const bool avx2_target = simd_target_is_avx512(target) || active_simd_target() == "AVX2";
-  if (avx2_target && q8act::cpu_has_avx2())
-    if (q8act::Kernel k = q8act::avx2_kernel(type)) return k;
-  return nullptr;
+  return simd_choice(q8act::avx512_vnni_kernel(type), q8act::avx2_kernel(type));
 }
 
 // The scalar reference as a kernel over outputs [o_begin, o_end), for targets without one.
@@ -272,7 +288,8 @@ void matmul_q8act_reference(float* out, const float* x, const WeightMatrix& w, c
                             int n_rows) {
   if (n_rows <= 0 || w.n_out <= 0 || !q8act_kernel_handles(w.dtype)) return;
   ActivationScratch scratch;
-  const Q8Rows rows = quantize_activations(scratch, x, n_rows, w.n_in, w.dtype, 1);
+  const Q8Rows rows =
+      quantize_activations(scratch, x, n_rows, w.n_in, w.dtype, quantize_activation_row_scalar, 1);
   reference_kernel_for(w.dtype)(out, rows, static_cast<const uint8_t*>(w.data), row_bytes_of(w),
                                 bias, n_rows, w.n_out, 0, w.n_out);
 }
@@ -282,21 +299,49 @@ void matmul_q8act_forward(float* out, const float* x, const WeightMatrix& w, con
   if (n_rows <= 0 || w.n_out <= 0 || !q8act_kernel_handles(w.dtype)) return;
   static thread_local ActivationScratch scratch;
   const int n_threads = std::max(par.n_threads, 1);
-  const Q8Rows rows = quantize_activations(scratch, x, n_rows, w.n_in, w.dtype, n_threads);
+  const Q8Rows rows =
+      quantize_activations(scratch, x, n_rows, w.n_in, w.dtype, row_quantizer(), n_threads);
   q8act::Kernel kernel = simd_kernel(w.dtype);
   if (kernel == nullptr) kernel = reference_kernel_for(w.dtype);
   const auto* data = static_cast<const uint8_t*>(w.data);
   const size_t row_bytes = row_bytes_of(w), n_out = w.n_out;
-  // Slices of 16 outputs (whole tiles of every kernel), spread evenly over the threads.
+  // Slices of 16 outputs (whole tiles of every kernel).
   constexpr size_t kSlice = 16;
   const size_t n_slices = (n_out + kSlice - 1) / kSlice;
   const int threads = static_cast<int>(std::min<size_t>(n_threads, n_slices));
-  run_team(threads, [&](int t, int nt) {
-    const size_t s0 = n_slices * t / nt, s1 = n_slices * (t + 1) / nt;
-    if (s0 < s1)
-      kernel(out, rows, data, row_bytes, bias, n_rows, n_out, s0 * kSlice,
-             std::min(n_out, s1 * kSlice));
+  auto run_slices = [&](size_t s0, size_t s1) {
+    kernel(out, rows, data, row_bytes, bias, n_rows, n_out, s0 * kSlice,
+           std::min(n_out, s1 * kSlice));
+  };
+  if (n_rows > kDecodeRows) {  // prefill: even halves, each walked row chunk by row chunk
+    run_team(threads, [&](int t, int nt) {
+      const auto [s0, s1] = static_share(n_slices, t, nt);
+      if (s0 < s1) run_slices(s0, s1);
+    });
+    return;
+  }
+  // Decode: each thread reads its share of the slices front to back, about 64 KB of weights a
+  // claim, and one whose share is done takes over half of the other's rest
+  // (ops/stealable_shares.h: the two cores here seldom run at one speed; Q8_0 batch 1 on
+  // GPT-2's shape waited 14% of its samples at the ends of even halves, Zen 5).
+  const size_t grain = std::max<size_t>(1, (size_t{64} << 10) / (kSlice * row_bytes));
+  StealableShares shares(n_slices, threads);
+  run_team(threads, [&](int t, int) {
+    for (auto [s0, s1] = shares.claim(t, grain); s0 < s1; std::tie(s0, s1) = shares.claim(t, grain))
+      run_slices(s0, s1);
   });
+}
+
+void quantize_activation_row(DType type, const float* x, size_t n, int8_t* q, float* d,
+                             int32_t* off4, int32_t* sum32) {
+  row_quantizer()(q, d, off4, type == DType::kQ4_K ? sum32 : nullptr, x, n, activation_block(type),
+                  weight_offset(type));
+}
+
+void quantize_activation_row_reference(DType type, const float* x, size_t n, int8_t* q, float* d,
+                                       int32_t* off4, int32_t* sum32) {
+  quantize_activation_row_scalar(q, d, off4, type == DType::kQ4_K ? sum32 : nullptr, x, n,
+                                 activation_block(type), weight_offset(type));
 }
 
 }  // namespace kvlm

@@ -59,6 +59,15 @@ void matmul_q8act_forward(float* out, const float* x, const WeightMatrix& w, con
 void matmul_q8act_reference(float* out, const float* x, const WeightMatrix& w, const float* bias,
                             int n_rows);
 
+// One activation row x [n] quantized for weight type `type` as matmul_q8act_forward does it on
+// the active SIMD target: q [n], d [n / L], off4 [n / 4] (Q4_0, Q5_0, Q8_0, Q6_K), sum32
+// [n / 32] (Q4_K). n whole activation blocks.
+void quantize_activation_row(DType type, const float* x, size_t n, int8_t* q, float* d,
+                             int32_t* off4, int32_t* sum32);
+// The scalar definition of the same, whose bytes every target gives.
+void quantize_activation_row_reference(DType type, const float* x, size_t n, int8_t* q, float* d,
+                                       int32_t* off4, int32_t* sum32);
+
 // x's rows quantized for a weight type (the activation block and the integer sums its kernel
 // needs). The scalar definition every kernel reads.
 struct Q8Rows {

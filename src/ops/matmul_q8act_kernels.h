@@ -19,6 +19,16 @@ using Kernel = void (*)(float* out, const Q8Rows& x, const uint8_t* w, size_t ro
 Kernel avx512_vnni_kernel(DType type);
 Kernel avx2_kernel(DType type);
 
+// One activation row x [n] quantized in blocks of `block` (matmul_q8act.h's numerics): q [n],
+// d [n / block], off4 [n / 4] = -offset * (sum of each 4 q) when offset != 0, sum32 [n / 32] when
+// not null. Every one gives the scalar quantizer's bytes (matmul_q8act.cpp).
+using RowQuantizer = void (*)(int8_t* q, float* d, int32_t* off4, int32_t* sum32, const float* x,
+                              size_t n, size_t block, int32_t offset);
+
+// Null where this build has none (not x86-64); they run where cpu_has_* says.
+RowQuantizer avx512_row_quantizer();
+RowQuantizer avx2_row_quantizer();
+
 // Whether this CPU (and OS) runs AVX512F/BW/VL with VNNI; AVX2 with FMA.
 bool cpu_has_avx512_vnni();
 bool cpu_has_avx2();

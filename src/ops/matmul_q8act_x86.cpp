@@ -2,9 +2,8 @@
 // each giving the scalar reference's bits (the integer sums are exact; the float chains and
 // their final reduction follow matmul_q8act.h's order lane for lane).
 //
-// Highway 1.0 (Debian 12) has no target with VNNI, so these functions carry their instruction
-// set in a target attribute and run only where q8act::cpu_has_* says so. They are called from
-// a run_team job in matmul_q8act.cpp; nothing here starts one.
+// The instruction sets are carried in target attributes (ops/q8act_x86_targets.h). They are
+// called from a run_team job in matmul_q8act.cpp; nothing here starts one.
 //
 // Q4_0, AVX-512: a zmm holds two blocks (b even, b + 1) of one weight row as unsigned nibbles
 // in value order, [qs_b low | qs_b high | qs_b+1 low | qs_b+1 high] (each 16 bytes: values
@@ -25,23 +24,10 @@
 
 #include "ops/matmul_q8act_kernels.h"
 #include "ops/prefetch.h"
+#include "ops/q8act_x86_targets.h"
 #include "ops/quant.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <cpuid.h>
-// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused merge source of their
-// unmasked forms, which -Wmaybe-uninitialized reports once they are inlined into functions with
-// a target attribute (a false positive: those lanes are all overwritten).
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
-#define KVLM_VNNI_TARGET \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
-#define KVLM_VNNI_INLINE inline __attribute__((always_inline)) KVLM_VNNI_TARGET
-#define KVLM_AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
-#define KVLM_AVX2_INLINE inline __attribute__((always_inline)) KVLM_AVX2_TARGET
+#if KVLM_Q8ACT_X86
 
 namespace kvlm::q8act {
 namespace {
@@ -159,46 +145,58 @@ KVLM_VNNI_INLINE __m512 Q4_0PairScales(const uint8_t* b, bool two) {
   return _mm512_cvtph_ps(h);
 }
 
+// Blocks b and b + 1 (kTwo; else block b alone, the row's last) of a tile's RO weight rows
+// against its RR activation rows, onto acc. The pair steps and the last single block are separate
+// instantiations so that the pair loop has no branches and no lane masks.
+template <int kBytes, int RO, int RR, bool kTwo>
+KVLM_VNNI_INLINE void Q4_0StepVnni(__m512 (&acc)[RO][RR], const Q8Rows& x, size_t r0,
+                                   const uint8_t* w, size_t row_bytes, size_t b) {
+  const size_t n_in = x.n_in, nb = n_in / 32, n4 = n_in / 4;
+  constexpr __mmask16 kLanes = kTwo ? 0xFFFF : 0x00FF;
+  // A tile's RO rows and the tiles after it are one contiguous stretch: fetch the part of the
+  // tile kPrefetchTiles ahead that this step reads, one sequential stream, into L2
+  // (ops/prefetch.h; Q8_0, with the least work per byte, ran out of L1 fill buffers first:
+  // batch-1 decode at 1 thread read 9 GB/s of 13 with prefetcht0, docs/performance.md).
+  {
+    const char* ahead =
+        reinterpret_cast<const char*>(w) + kPrefetchTiles * RO * row_bytes + b * (RO * kBytes);
+    for (size_t line = 0; line < 2 * RO * kBytes; line += 64) PrefetchToL2(ahead + line);
+  }
+  __m512i wv[RO];
+  __m512 dw[RO];
+  for (int ro = 0; ro < RO; ++ro) {
+    const uint8_t* blk = w + ro * row_bytes + b * kBytes;
+    wv[ro] = Q4_0Pair<kBytes>(blk, kTwo);
+    dw[ro] = Q4_0PairScales<kBytes>(blk, kTwo);
+  }
+  for (int rr = 0; rr < RR; ++rr) {
+    const size_t r = r0 + rr;
+    const __m512i a =
+        _mm512_maskz_loadu_epi8(kTwo ? ~0ull : 0xFFFFFFFFull, x.q + r * n_in + b * 32);
+    const __m512i off = _mm512_maskz_loadu_epi32(kLanes, x.off4 + r * n4 + b * 8);
+    const float* dx = x.d + r * nb + b;
+    const __m512 dxv =
+        _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(dx[0]), _mm512_set1_ps(kTwo ? dx[1] : 0.0f));
+    for (int ro = 0; ro < RO; ++ro) {
+      const __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(off, wv[ro], a));
+      const __m512 scale = _mm512_mul_ps(dw[ro], dxv);
+      // A lone block leaves the upper lanes' chains as they are (adding +0 would turn a -0 +0).
+      acc[ro][rr] = kTwo ? _mm512_fmadd_ps(scale, p, acc[ro][rr])
+                         : _mm512_mask3_fmadd_ps(scale, p, acc[ro][rr], kLanes);
+    }
+  }
+}
+
 template <int kBytes, int RO, int RR>
 KVLM_VNNI_INLINE void Q4_0TileVnni(float* out, const Q8Rows& x, size_t r0, const uint8_t* w,
                                    size_t row_bytes, const float* bias, size_t n_out) {
-  const size_t n_in = x.n_in, nb = n_in / 32, n4 = n_in / 4;
+  const size_t nb = x.n_in / 32;
   __m512 acc[RO][RR];
   for (int ro = 0; ro < RO; ++ro)
     for (int rr = 0; rr < RR; ++rr) acc[ro][rr] = _mm512_setzero_ps();
-  for (size_t b = 0; b < nb; b += 2) {
-    const bool two = b + 1 < nb;
-    const __mmask16 lanes = two ? 0xFFFF : 0x00FF;
-    // A tile's RO rows and the tiles after it are one contiguous stretch: fetch the part of the
-    // tile kPrefetchTiles ahead that this step reads, one sequential stream, into L2
-    // (ops/prefetch.h; Q8_0, with the least work per byte, ran out of L1 fill buffers first:
-    // batch-1 decode at 1 thread read 9 GB/s of 13 with prefetcht0, docs/performance.md).
-    {
-      const char* ahead =
-          reinterpret_cast<const char*>(w) + kPrefetchTiles * RO * row_bytes + b * (RO * kBytes);
-      for (size_t line = 0; line < 2 * RO * kBytes; line += 64) PrefetchToL2(ahead + line);
-    }
-    __m512i wv[RO];
-    __m512 dw[RO];
-    for (int ro = 0; ro < RO; ++ro) {
-      const uint8_t* blk = w + ro * row_bytes + b * kBytes;
-      wv[ro] = Q4_0Pair<kBytes>(blk, two);
-      dw[ro] = Q4_0PairScales<kBytes>(blk, two);
-    }
-    for (int rr = 0; rr < RR; ++rr) {
-      const size_t r = r0 + rr;
-      const __m512i a =
-          _mm512_maskz_loadu_epi8(two ? ~0ull : 0xFFFFFFFFull, x.q + r * n_in + b * 32);
-      const __m512i off = _mm512_maskz_loadu_epi32(lanes, x.off4 + r * n4 + b * 8);
-      const float* dx = x.d + r * nb + b;
-      const __m512 dxv =
-          _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(dx[0]), _mm512_set1_ps(two ? dx[1] : 0.0f));
-      for (int ro = 0; ro < RO; ++ro) {
-        const __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(off, wv[ro], a));
-        acc[ro][rr] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(dw[ro], dxv), p, acc[ro][rr], lanes);
-      }
-    }
-  }
+  size_t b = 0;
+  for (; b + 2 <= nb; b += 2) Q4_0StepVnni<kBytes, RO, RR, true>(acc, x, r0, w, row_bytes, b);
+  if (b < nb) Q4_0StepVnni<kBytes, RO, RR, false>(acc, x, r0, w, row_bytes, b);
   for (int rr = 0; rr < RR; ++rr)
     for (int ro = 0; ro < RO; ++ro) {
       const float dot = Reduce16(acc[ro][rr]);

@@ -93,6 +93,21 @@ TEST(MatmulQ8ActTest, ManyRowsAndThreadsKeepTheBits) {
   });
 }
 
+// Decode (up to 8 rows) over many 16-output slices, claimed about 64 KB of weights at a time and
+// taken over between threads: every output is computed once, with the reference's bits.
+TEST(MatmulQ8ActTest, DecodeSlicesSharedOverThreadsKeepTheBits) {
+  std::mt19937 rng(59);
+  for (DType type : kTypes) {
+    SCOPED_TRACE(dtype_name(type));
+    const QuantMatrix m = test::random_quant_matrix(type, 1024, 16 * 40 + 5, 1, rng);
+    for (int threads : {2, 3})
+      for (int n_rows : {1, 3, 8}) {
+        expect_reference_bits(m, n_rows, 2, threads, rng);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+  }
+}
+
 // A row's outputs do not depend on the other rows computed with it (the contract behind
 // cached == uncached and batch invariance).
 TEST(MatmulQ8ActTest, ARowsOutputsDoNotDependOnTheRowCount) {
