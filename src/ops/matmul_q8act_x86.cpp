@@ -345,6 +345,26 @@ struct ScaleIndex {
   }
 };
 
+// A Q4_K block's 8 scales, then its 8 mins (q4_k_scale_min for j = 0..7, 6 bits each) from its
+// 12 packed bytes at p, in vector registers: scales 0-3 are the low 6 bits of bytes 0-3 and mins
+// 0-3 those of bytes 4-7; scales 4-7 are the low nibbles of bytes 8-11 and mins 4-7 their high
+// ones, each with the top 2 bits of bytes 0-3 (scales) or 4-7 (mins) above. Reads 16 bytes
+// (the last 4 are the block's next ones, unused).
+KVLM_AVX2_INLINE __m128i Q4_KScalesMins(const uint8_t* p) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i low =
+      _mm_shuffle_epi8(q, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+  const __m128i top =
+      _mm_shuffle_epi8(q, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+  // Shifts of 16-bit words: a byte's bits that the shift brings in from its neighbour are masked.
+  const __m128i low_bits =
+      _mm_and_si128(low, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0));
+  const __m128i high_nibbles = _mm_and_si128(
+      _mm_srli_epi16(low, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15));
+  const __m128i top_bits = _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30));
+  return _mm_or_si128(_mm_or_si128(low_bits, high_nibbles), top_bits);
+}
+
 // Q4_K, AVX-512: chunk h = values 64h .. 64h + 63 = the low, then the high nibbles of
 // qs[32h .. 32h + 31] (sub-blocks 2h and 2h + 1; lanes 0-7 and 8-15).
 struct Q4_KVnni {
@@ -355,9 +375,7 @@ struct Q4_KVnni {
   __m256i mins;  // int32: the 8 mins
   float dw, dmin;
   KVLM_VNNI_INLINE void Init(const uint8_t* b) {
-    alignas(16) uint8_t bytes[16];
-    q4_k_unpack_scales(bytes, b + 4);
-    sc = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(bytes)));
+    sc = _mm512_cvtepu8_epi32(Q4_KScalesMins(b + 4));
     mins = _mm512_extracti32x8_epi32(sc, 1);
     dw = HalfAt(b);
     dmin = HalfAt(b + 2);
@@ -527,10 +545,9 @@ struct Q4_KAvx2 {
   __m256i sc, mins;  // int32: the 8 scales, the 8 mins
   float dw, dmin;
   KVLM_AVX2_INLINE void Init(const uint8_t* b) {
-    alignas(16) uint8_t bytes[16];
-    q4_k_unpack_scales(bytes, b + 4);
-    sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes)));
-    mins = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes + 8)));
+    const __m128i scales_mins = Q4_KScalesMins(b + 4);
+    sc = _mm256_cvtepu8_epi32(scales_mins);
+    mins = _mm256_cvtepu8_epi32(_mm_srli_si128(scales_mins, 8));
     dw = HalfAt(b);
     dmin = HalfAt(b + 2);
   }

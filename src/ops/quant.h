@@ -69,19 +69,6 @@ inline void q4_k_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   }
 }
 
-// All 8 scales then all 8 mins of a Q4_K block (q4_k_scale_min for j = 0..7, 16 bytes) from its
-// 12 packed bytes, a word at a time as ggml's SIMD code unpacks them.
-inline void q4_k_unpack_scales(uint8_t* out, const uint8_t* packed) {
-  uint32_t u[4];
-  std::memcpy(u, packed, 12);
-  u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-  const uint32_t mins_low = u[1] & 0x3f3f3f3fu;
-  u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-  u[2] = mins_low;
-  u[0] &= 0x3f3f3f3fu;
-  std::memcpy(out, u, 16);
-}
-
 // fp16 -> fp32, exact and branch-light (the block scales are converted once per block, inside
 // the kernels' inner loops): the 15 bits below the sign, shifted into an fp32's exponent and
 // mantissa, scaled by 2^112 (exact for normals and subnormals alike); infinities and NaNs
