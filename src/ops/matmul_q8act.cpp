@@ -321,9 +321,9 @@ void matmul_q8act_forward(float* out, const float* x, const WeightMatrix& w, con
     return;
   }
   // Decode: each thread reads its share of the slices front to back, about 64 KB of weights a
-  // claim, and one whose share is done takes over half of the other's rest
-  // (ops/stealable_shares.h: the two cores here seldom run at one speed; Q8_0 batch 1 on
-  // GPT-2's shape waited 14% of its samples at the ends of even halves, Zen 5).
+  // claim, and one whose share is done takes over half of the other's rest, as the strips do
+  // (ops/stealable_shares.h), so a core slowed for a while does not hold the other. On the Zen 5
+  // VM it measured the same as even halves (docs/performance.md, thirtieth session).
   const size_t grain = std::max<size_t>(1, (size_t{64} << 10) / (kSlice * row_bytes));
   StealableShares shares(n_slices, threads);
   run_team(threads, [&](int t, int) {
